@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs prmsearch and its test/benchmark dependencies into ./.venv (idempotent).
+# torch 2.13.0 must come first: a bare `torch` requirement would pull a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[hf,bench,test]"

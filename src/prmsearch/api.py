@@ -1,0 +1,143 @@
+"""The public entry points: ``solve`` for one question and ``Searcher`` as a decoding layer."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prmsearch.answers import AnswerMatcher
+from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
+from prmsearch.scorers.base import SCORERS, Scorer, make_scorer
+from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult, mix_seed
+from prmsearch.search.ledger import Ledger
+from prmsearch.search.protocol import BoundStrategy, as_strategy
+
+
+def problem_seed(seed: int, question: str) -> int:
+    """The seed of one problem: depends on the run seed and the question text only, so a problem
+    gets the same samples alone, in a batch, or on another worker."""
+    return mix_seed(seed, zlib.crc32(question.encode("utf-8")))
+
+
+def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
+    """A policy object as is; a registered backend name; otherwise a model path for ``hf``.
+
+    ``None`` means the embedded default (the project's tiny arithmetic policy).
+    """
+    if policy is None:
+        return make_policy("arith", **kwargs)
+    if isinstance(policy, str):
+        if policy in POLICIES:
+            return make_policy(policy, **kwargs)
+        return make_policy("hf", model=policy, **kwargs)
+    return policy
+
+
+def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwargs: Any) -> Scorer:
+    """A scorer object as is; a registered name; otherwise a model path for PRM ``family``.
+
+    ``None`` means the embedded default PRM. A model path needs ``family`` (e.g. "qwen-prm"):
+    the family is never guessed from the model's name.
+    """
+    if scorer is None:
+        return make_scorer("arith", **kwargs)
+    if isinstance(scorer, str):
+        if scorer in SCORERS:
+            return make_scorer(scorer, **kwargs)
+        if family is None:
+            raise ValueError(
+                f"scorer {scorer!r} is not a registered scorer name; to load it as a model, "
+                f"also give its PRM family (one of {', '.join(SCORERS.names())})"
+            )
+        return make_scorer(family, model=scorer, **kwargs)
+    return scorer
+
+
+class Searcher:
+    """One strategy over batched backends, reusable across calls: a decoding layer.
+
+    Example::
+
+        searcher = Searcher(policy, scorer, "beam", n=16, width=4)
+        results = searcher.run(["What is 2+3?", "What is 7*6?"])   # one batched search
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        scorer: Scorer,
+        strategy: str | BoundStrategy = "beam",
+        *,
+        sampling: SamplingParams | None = None,
+        max_depth: int = 32,
+        solution_max_tokens: int = 2048,
+        stop_on_answer: bool = True,
+        seed: int = 0,
+        matcher: AnswerMatcher | None = None,
+        **options: Any,
+    ) -> None:
+        self.policy = policy
+        self.scorer = scorer
+        self.strategy = as_strategy(strategy, options)
+        self.config = RunConfig(
+            sampling=sampling or SamplingParams(),
+            max_depth=max_depth,
+            solution_max_tokens=solution_max_tokens,
+            stop_on_answer=stop_on_answer,
+        )
+        self.seed = seed
+        self.matcher = matcher or AnswerMatcher()
+        self.last_stats: RunStats | None = None
+        self.last_ledger: Ledger | None = None
+
+    def run(
+        self,
+        questions: Sequence[str],
+        *,
+        seeds: Sequence[int] | None = None,
+        on_result: Callable[[int, SearchResult], None] | None = None,
+    ) -> list[SearchResult]:
+        """Search all ``questions`` together (one batched backend call per round)."""
+        questions = list(questions)
+        if seeds is None:
+            seeds = [problem_seed(self.seed, q) for q in questions]
+        driver = Driver(self.policy, self.scorer, self.config, self.matcher)
+        results = driver.run(questions, self.strategy, seeds, on_result=on_result)
+        self.last_stats = driver.stats
+        self.last_ledger = Ledger.total((r.ledger for r in results), wall_s=driver.stats.wall_s)
+        return results
+
+    def __call__(self, question: str) -> SearchResult:
+        """Search one question."""
+        return self.run([question])[0]
+
+
+def solve(
+    question: str,
+    policy: Policy | str | None = None,
+    scorer: Scorer | str | None = None,
+    strategy: str | BoundStrategy = "beam",
+    n: int = 16,
+    *,
+    prm_family: str | None = None,
+    sampling: SamplingParams | None = None,
+    max_depth: int = 32,
+    seed: int = 0,
+    **options: Any,
+) -> SearchResult:
+    """Solve one question with search and return the answer, path, step scores, tree and ledger.
+
+    ``policy`` and ``scorer`` default to the embedded arithmetic models; strategy options
+    (``width=4``, ``aggregation="min"``, ...) pass through ``options``.
+    """
+    bound = strategy if isinstance(strategy, BoundStrategy) else as_strategy(strategy, {"n": n, **options})
+    searcher = Searcher(
+        resolve_policy(policy),
+        resolve_scorer(scorer, prm_family),
+        bound,
+        sampling=sampling,
+        max_depth=max_depth,
+        seed=seed,
+    )
+    return searcher(question)

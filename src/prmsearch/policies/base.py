@@ -1,0 +1,157 @@
+"""The Policy contract: batched generation of the next reasoning step (or a whole solution).
+
+A policy owns its prompt format and tokenizer; the search engine only hands it the question,
+the steps taken so far and sampling parameters, and reads back text, token ids, logprobs and
+how many prompt tokens had to be computed versus served from a cache.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from prmsearch.registry import Registry
+
+DEFAULT_DELIMITER = "\n\n"
+
+
+class Finish(str, enum.Enum):
+    """Why a sample stopped: at the step delimiter, at end-of-sequence, or at the token limit."""
+
+    STEP = "step"
+    EOS = "eos"
+    LENGTH = "length"
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How to sample one step.
+
+    Attributes:
+        temperature: softmax temperature; 0 means greedy decoding.
+        top_p: nucleus mass in (0, 1].
+        max_new_tokens: token limit for one step (or for a whole solution when the request
+            does not stop at steps).
+        delimiter: text that ends a step; it is not part of the returned step text.
+    """
+
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    delimiter: str = DEFAULT_DELIMITER
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number, got {self.temperature!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an int >= 1, got {self.max_new_tokens!r}")
+        if not isinstance(self.delimiter, str) or not self.delimiter:
+            raise ValueError(f"delimiter must be a non-empty string, got {self.delimiter!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """Ask for ``n`` continuations of one partial solution.
+
+    Attributes:
+        question: the problem text, unformatted (the policy applies its prompt format).
+        steps: the steps already taken, without delimiters.
+        n: number of independent samples.
+        sampling: temperature, top-p, token limit and delimiter.
+        seed: per-request seed; the same request with the same seed gives the same samples.
+        stop_at_step: stop each sample at the delimiter (one step) when True; when False the
+            sample runs to end-of-sequence or the token limit (a whole solution, delimiters
+            included in the text).
+    """
+
+    question: str
+    steps: tuple[str, ...]
+    n: int
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = None
+    stop_at_step: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"n must be an int >= 1, got {self.n!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """One sampled continuation.
+
+    Attributes:
+        text: the step text without the trailing delimiter (or the whole solution text).
+        token_ids: the generated token ids, delimiter and EOS tokens excluded where the
+            backend can separate them.
+        logprob: the summed log-probability of ``token_ids`` under the sampling policy.
+        finish: why the sample stopped.
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    logprob: float
+    finish: Finish
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The ``n`` samples of one request and what their shared prompt cost.
+
+    ``prompt_tokens_computed + prompt_tokens_cached`` is the prompt length once (the prefill
+    is shared by the ``n`` samples); ``generated_tokens`` counts every sample's tokens,
+    including delimiter and EOS tokens that the backend had to compute.
+    """
+
+    samples: tuple[StepOutput, ...]
+    prompt_tokens_computed: int
+    prompt_tokens_cached: int = 0
+    generated_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prompt_tokens_computed < 0 or self.prompt_tokens_cached < 0:
+            raise ValueError(
+                "prompt token counts must be >= 0, got "
+                f"computed={self.prompt_tokens_computed} cached={self.prompt_tokens_cached}"
+            )
+
+    @property
+    def tokens_generated(self) -> int:
+        """Generated tokens charged to this request (the backend's count when it gave one)."""
+        if self.generated_tokens is not None:
+            return self.generated_tokens
+        return sum(len(s.token_ids) for s in self.samples)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that turns a batch of requests into a batch of generations, in order."""
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count, used for the FLOP estimate (2 x parameters x tokens)."""
+        ...
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Return one ``Generation`` with ``request.n`` samples per request, in order."""
+        ...
+
+
+POLICIES: Registry[Policy] = Registry("policy")
+
+
+def register_policy(name: str, factory, summary: str = "", *, replace: bool = False) -> None:
+    """Register a policy backend factory (a callable or a lazy ``"module:attr"`` string)."""
+    POLICIES.register(name, factory, summary, replace=replace)
+
+
+def make_policy(name: str, /, **kwargs) -> Policy:
+    """Build a registered policy backend by name, e.g. ``make_policy("hf", model=path)``."""
+    return POLICIES.make(name, **kwargs)

@@ -1,0 +1,89 @@
+"""The Scorer contract: batched process-reward scoring of partial solutions.
+
+A scorer owns its PRM family's input format (chat template, separator token, label tokens)
+and validates it when loaded. It returns one probability in [0, 1] per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from prmsearch.registry import Registry
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRequest:
+    """Score every step of one (partial) solution to ``question``."""
+
+    question: str
+    steps: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StepScores:
+    """The step scores of one request and what they cost.
+
+    Attributes:
+        scores: float64 array with one probability in [0, 1] per step.
+        tokens_computed: PRM tokens run through the model for this request.
+        tokens_cached: PRM tokens whose result was reused from an earlier call.
+    """
+
+    scores: np.ndarray
+    tokens_computed: int = 0
+    tokens_cached: int = 0
+
+
+class ScoreCountError(ValueError):
+    """A scorer returned a different number of scores than there are steps."""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Anything that scores a batch of step sequences, in order."""
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count, used for the FLOP estimate (2 x parameters x tokens)."""
+        ...
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
+        """Return one ``StepScores`` per request, with ``len(request.steps)`` scores."""
+        ...
+
+
+def check_scores(request: ScoreRequest, result: StepScores) -> list[float]:
+    """Validate one result against its request and return the scores as Python floats.
+
+    A count mismatch means the PRM's step tags misaligned with the steps: that is an error,
+    never something to pad or truncate silently.
+    """
+    raw = result.scores
+    values = raw.tolist() if isinstance(raw, np.ndarray) else [float(v) for v in raw]
+    if len(values) != len(request.steps) or (values and isinstance(values[0], list)):
+        raise ScoreCountError(
+            f"scorer returned {np.shape(raw)} scores for {len(request.steps)} steps; the PRM's "
+            "step separators must match the steps one to one (check the separator token and "
+            "that no step contains it)"
+        )
+    for value in values:
+        if not 0.0 <= value <= 1.0:  # also rejects NaN
+            raise ValueError(f"step scores must be probabilities in [0, 1], got {values}")
+    return values
+
+
+SCORERS: Registry[Scorer] = Registry("scorer")
+
+
+def register_scorer(name: str, factory, summary: str = "", *, replace: bool = False) -> None:
+    """Register a scorer (PRM family or backend) factory by name."""
+    SCORERS.register(name, factory, summary, replace=replace)
+
+
+def make_scorer(name: str, /, **kwargs) -> Scorer:
+    """Build a registered scorer by name, e.g. ``make_scorer("qwen-prm", model=path)``."""
+    return SCORERS.make(name, **kwargs)

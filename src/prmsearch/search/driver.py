@@ -1,0 +1,498 @@
+"""The driver: the one loop that runs many problems' searches at once.
+
+Each round it asks every active problem's strategy what to expand, sends all those requests to
+the policy in ONE batched call, writes the children into the trees, scores every new path in ONE
+batched scorer call, charges each problem's ledger, and hands each strategy its children. A
+problem whose strategy finishes leaves the batch; the others go on. A failure is contained: when a
+batched call raises, the driver retries it problem by problem, and only the problems that still
+fail stop, each with its error recorded.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from prmsearch.answers import AnswerMatcher, extract_answer
+from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
+from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores, check_scores
+from prmsearch.search.aggregation import Aggregation, path_score
+from prmsearch.search.ledger import Ledger
+from prmsearch.search.protocol import BoundStrategy, Choice, Expand
+from prmsearch.search.selection import Vote, tally
+from prmsearch.tree import ROOT, SearchTree
+
+_MASK64 = (1 << 64) - 1
+
+
+def mix_seed(*values: int) -> int:
+    """A 63-bit seed mixed from ints (splitmix64), stable across runs and platforms."""
+    state = 0x9E3779B97F4A7C15
+    for value in values:
+        state = (state ^ (value & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
+        state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
+        state ^= state >> 29
+    return state >> 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings shared by every problem of a run.
+
+    Attributes:
+        sampling: temperature, top-p, per-step token limit and step delimiter.
+        max_depth: steps after which a path is cut off (marked terminal and truncated).
+        solution_max_tokens: token limit for whole-solution requests (best-of-N family).
+        stop_on_answer: a step containing a final ``\\boxed{}`` answer ends the path.
+    """
+
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_depth: int = 32
+    solution_max_tokens: int = 2048
+    stop_on_answer: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sampling, SamplingParams):
+            raise ValueError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
+        for name in ("max_depth", "solution_max_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+@dataclass
+class SearchResult:
+    """The outcome of one problem's search.
+
+    Attributes:
+        question: the problem.
+        strategy: the strategy's registered name.
+        answer: the extracted final answer (None when the chosen path has none).
+        node: the chosen node id in ``tree``.
+        steps: the chosen path's step texts.
+        step_scores: the PRM's score for each of those steps.
+        score: the chosen path's aggregated score.
+        votes: answer tallies over the strategy's candidates, most votes first.
+        tree: the whole search tree.
+        ledger: compute spent on this problem.
+        seed: the problem's seed.
+        error: ``"ExceptionType: message"`` when the search failed, else None.
+    """
+
+    question: str
+    strategy: str
+    answer: str | None
+    node: int
+    steps: tuple[str, ...]
+    step_scores: tuple[float, ...]
+    score: float
+    votes: list[Vote]
+    tree: SearchTree
+    ledger: Ledger
+    seed: int
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The chosen solution, steps joined by blank lines."""
+        return "\n\n".join(self.steps)
+
+    def to_dict(self, include_tree: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict (the tree only when asked: it can be large)."""
+        data: dict[str, Any] = {
+            "question": self.question,
+            "strategy": self.strategy,
+            "answer": self.answer,
+            "steps": list(self.steps),
+            "step_scores": [None if np.isnan(s) else s for s in self.step_scores],
+            "score": None if np.isnan(self.score) else self.score,
+            "votes": [{"answer": v.answer, "count": v.count, "weight": v.weight} for v in self.votes],
+            "ledger": self.ledger.to_dict(),
+            "seed": self.seed,
+            "nodes": len(self.tree),
+            "error": self.error,
+        }
+        if include_tree:
+            data["tree"] = self.tree.to_dict()
+        return data
+
+
+@dataclass
+class RunStats:
+    """What the driver itself did: rounds and batched backend calls."""
+
+    rounds: int = 0
+    policy_batches: int = 0
+    scorer_batches: int = 0
+    policy_s: float = 0.0
+    scorer_s: float = 0.0
+    wall_s: float = 0.0
+    nodes: int = 0
+
+    @property
+    def driver_s(self) -> float:
+        """Wall time spent outside the backends: the orchestration overhead."""
+        return self.wall_s - self.policy_s - self.scorer_s
+
+
+class _Job:
+    """One problem in flight: its tree, strategy generator, ledger and answer groups."""
+
+    __slots__ = (
+        "choice",
+        "error",
+        "expansions",
+        "gen",
+        "groups",
+        "index",
+        "ledger",
+        "reply",
+        "seed",
+        "started",
+        "tree",
+    )
+
+    def __init__(self, index: int, question: str, strategy: BoundStrategy, seed: int) -> None:
+        self.index = index
+        self.tree = SearchTree(question)
+        self.seed = seed
+        self.gen = strategy.start(self.tree, np.random.default_rng(seed))
+        self.reply: list[list[int]] | None = None
+        self.ledger = Ledger()
+        self.started = time.perf_counter()
+        self.groups: dict[str, int] = {}
+        self.expansions: dict[int, int] = {}
+        self.error: str | None = None
+        self.choice: Choice | None = None
+
+
+def _describe(exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {frame[0].filename.rsplit('/', 1)[-1]}:{frame[0].lineno})" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class Driver:
+    """Runs a strategy over many problems with batched policy and scorer calls."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        scorer: Scorer,
+        config: RunConfig | None = None,
+        matcher: AnswerMatcher | None = None,
+    ) -> None:
+        self.policy = policy
+        self.scorer = scorer
+        self.config = config or RunConfig()
+        self.matcher = matcher or AnswerMatcher()
+        self.stats = RunStats()
+        self._policy_params = int(getattr(policy, "num_parameters", 0) or 0)
+        self._scorer_params = int(getattr(scorer, "num_parameters", 0) or 0)
+        sampling = self.config.sampling
+        self._full_sampling = SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_new_tokens=self.config.solution_max_tokens,
+            delimiter=sampling.delimiter,
+        )
+
+    # ------------------------------------------------------------------ main loop
+    def run(
+        self,
+        questions: Sequence[str],
+        strategy: BoundStrategy,
+        seeds: Sequence[int],
+        on_result: Callable[[int, SearchResult], None] | None = None,
+    ) -> list[SearchResult]:
+        """Search every question; results come back in input order.
+
+        ``on_result(index, result)`` is called as each problem finishes (for streaming output).
+        """
+        if len(seeds) != len(questions):
+            raise ValueError(f"got {len(seeds)} seeds for {len(questions)} questions")
+        start = time.perf_counter()
+        results: list[SearchResult | None] = [None] * len(questions)
+        active = [_Job(i, q, strategy, int(s)) for i, (q, s) in enumerate(zip(questions, seeds))]
+
+        def finish(job: _Job) -> None:
+            result = self._result(job, strategy)
+            results[job.index] = result
+            if on_result is not None:
+                on_result(job.index, result)
+
+        while active:
+            self.stats.rounds += 1
+            expanding: list[tuple[_Job, Expand]] = []
+            for job in active:
+                expand = self._advance(job)
+                if expand is None:
+                    finish(job)
+                else:
+                    expanding.append((job, expand))
+            active = [job for job, _ in expanding]
+            if not active:
+                break
+            self._expand_round(expanding)
+            still = []
+            for job in active:
+                if job.error is not None:
+                    finish(job)
+                else:
+                    still.append(job)
+            active = still
+        self.stats.wall_s += time.perf_counter() - start
+        return [r for r in results if r is not None]
+
+    def _advance(self, job: _Job) -> Expand | None:
+        """Resume a strategy; None when it finished (choice set) or failed (error set)."""
+        try:
+            expand = next(job.gen) if job.reply is None else job.gen.send(job.reply)
+            self._check_expand(job.tree, expand)
+            return expand
+        except StopIteration as stop:
+            job.choice = stop.value
+            return None
+        except Exception as exc:
+            job.error = _describe(exc)
+            return None
+
+    @staticmethod
+    def _check_expand(tree: SearchTree, expand: object) -> None:
+        if not isinstance(expand, Expand):
+            raise TypeError(f"strategies must yield Expand, got {type(expand).__name__}")
+        if not expand.requests:
+            raise ValueError("a strategy yielded an Expand with no requests")
+        size = len(tree)
+        for node, count in expand.requests:
+            if not 0 <= node < size:
+                raise ValueError(f"strategy asked to expand node {node}, not in the tree")
+            if tree.terminal[node]:
+                raise ValueError(f"strategy asked to expand terminal node {node}")
+            if count < 1:
+                raise ValueError(f"strategy asked for {count} children of node {node}")
+
+    # ------------------------------------------------------------------ one round
+    def _expand_round(self, expanding: list[tuple[_Job, Expand]]) -> None:
+        per_job: list[tuple[_Job, list[GenerationRequest]]] = []
+        for job, expand in expanding:
+            per_job.append((job, self._requests(job, expand)))
+        generations = self._batched(per_job, self.policy.generate, self._check_generations, "policy")
+        score_jobs: list[tuple[_Job, list[ScoreRequest]]] = []
+        pending: dict[int, list[tuple[int, int]]] = {}
+        for (job, expand), (_, requests) in zip(expanding, per_job, strict=True):
+            gens = generations.get(id(job))
+            if gens is None:
+                continue
+            reply, spans, score_requests = self._write_children(job, expand, requests, gens)
+            job.reply = reply
+            score_jobs.append((job, score_requests))
+            pending[id(job)] = spans
+        scored = self._batched(score_jobs, self.scorer.score, self._check_scores, "scorer")
+        for job, requests in score_jobs:
+            results = scored.get(id(job))
+            if results is None:
+                continue
+            for (first, last), request, result in zip(pending[id(job)], requests, results):
+                self._write_scores(job, first, last, request, result)
+
+    def _requests(self, job: _Job, expand: Expand) -> list[GenerationRequest]:
+        tree = job.tree
+        sampling = self._full_sampling if expand.full_solution else self.config.sampling
+        requests = []
+        for node, count in expand.requests:
+            serial = job.expansions.get(node, 0)
+            job.expansions[node] = serial + 1
+            requests.append(
+                GenerationRequest(
+                    question=tree.question,
+                    steps=tree.path_steps(node),
+                    n=count,
+                    sampling=sampling,
+                    seed=mix_seed(job.seed, node, serial),
+                    stop_at_step=not expand.full_solution,
+                )
+            )
+        return requests
+
+    def _batched(self, per_job, call, check, what: str) -> dict[int, list]:
+        """One batched backend call for all jobs; on failure, one call per job."""
+        flat = [request for _, requests in per_job for request in requests]
+        if not flat:
+            return {}
+        out: dict[int, list] = {}
+        started = time.perf_counter()
+        try:
+            results = call(flat)
+            check(flat, results)
+            offset = 0
+            for job, requests in per_job:
+                out[id(job)] = results[offset : offset + len(requests)]
+                offset += len(requests)
+        except Exception as exc:
+            if len(per_job) == 1:
+                per_job[0][0].error = f"{what} failed: {_describe(exc)}"
+            else:
+                for job, requests in per_job:
+                    try:
+                        results = call(requests)
+                        check(requests, results)
+                        out[id(job)] = results
+                    except Exception as job_exc:
+                        job.error = f"{what} failed: {_describe(job_exc)}"
+        elapsed = time.perf_counter() - started
+        if what == "policy":
+            self.stats.policy_batches += 1
+            self.stats.policy_s += elapsed
+        else:
+            self.stats.scorer_batches += 1
+            self.stats.scorer_s += elapsed
+        return out
+
+    @staticmethod
+    def _check_generations(requests: list[GenerationRequest], gens: list[Generation]) -> None:
+        if len(gens) != len(requests):
+            raise ValueError(f"policy returned {len(gens)} generations for {len(requests)} requests")
+        for request, gen in zip(requests, gens):
+            if len(gen.samples) != request.n:
+                raise ValueError(f"policy returned {len(gen.samples)} samples, asked for {request.n}")
+
+    @staticmethod
+    def _check_scores(requests: list[ScoreRequest], results: list[StepScores]) -> None:
+        if len(results) != len(requests):
+            raise ValueError(f"scorer returned {len(results)} results for {len(requests)} requests")
+
+    def _write_children(self, job, expand, requests, gens):
+        """Add every sample as a child (or a chain of steps), charge the generations, and build
+        the score request of every new path (the parent's steps plus the new ones)."""
+        tree, ledger = job.tree, job.ledger
+        size_before = len(tree)
+        reply: list[list[int]] = []
+        spans: list[tuple[int, int]] = []
+        score_requests: list[ScoreRequest] = []
+        question = tree.question
+        for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
+            ledger.charge_generation(
+                n=request.n,
+                generated=gen.tokens_generated,
+                computed=gen.prompt_tokens_computed,
+                cached=gen.prompt_tokens_cached,
+                parameters=self._policy_params,
+            )
+            children = []
+            for sample in gen.samples:
+                if expand.full_solution:
+                    first, last = self._add_chain(job, node, sample, request.sampling.delimiter)
+                    new_steps = tuple(tree.step_text[i] for i in range(first, last + 1))
+                else:
+                    first = last = tree.add_node(
+                        node, sample.text, sample.token_ids, sample.logprob, sample.finish.value
+                    )
+                    self._classify(job, last, sample.finish)
+                    new_steps = (sample.text,)
+                children.append(last)
+                spans.append((first, last))
+                score_requests.append(ScoreRequest(question, request.steps + new_steps))
+            reply.append(children)
+        self.stats.nodes += len(tree) - size_before
+        return reply, spans, score_requests
+
+    def _add_chain(self, job: _Job, node: int, sample, delimiter: str) -> tuple[int, int]:
+        """Split a whole solution at the delimiter into a chain of step nodes."""
+        tree = job.tree
+        pieces = [p for p in sample.text.split(delimiter) if p.strip()] or [""]
+        first = parent = -1
+        for i, piece in enumerate(pieces):
+            is_last = i == len(pieces) - 1
+            parent = tree.add_node(
+                node if first == -1 else parent,
+                piece,
+                sample.token_ids if is_last else (),
+                sample.logprob if is_last else 0.0,
+                sample.finish.value if is_last else Finish.STEP.value,
+            )
+            if first == -1:
+                first = parent
+        self._classify(job, parent, sample.finish, whole_solution=True)
+        return first, parent
+
+    def _classify(self, job: _Job, node: int, finish: Finish, whole_solution: bool = False) -> None:
+        """Decide whether ``node`` ends its path, and extract and group its answer."""
+        tree, cfg = job.tree, self.config
+        text = tree.step_text[node]
+        empty = not text.strip()
+        at_max = tree.depth[node] >= cfg.max_depth and not whole_solution
+        has_box = cfg.stop_on_answer and ("\\boxed" in text or "\\fbox" in text)
+        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box):
+            return
+        answer = extract_answer(cfg.sampling.delimiter.join(tree.path_steps(node)))
+        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max))
+        group = self._group(job, answer) if answer is not None else -1
+        tree.mark_terminal(node, truncated=truncated, answer=answer, group=group)
+
+    def _group(self, job: _Job, answer: str) -> int:
+        canonical = self.matcher.canonicalize(answer)
+        group = job.groups.get(canonical)
+        if group is None:
+            tree = job.tree
+            for other, index in list(job.groups.items()):
+                if self.matcher.same(canonical, other):
+                    group = index
+                    break
+            else:
+                group = tree.add_answer_group(answer)
+            job.groups[canonical] = group
+        return group
+
+    def _write_scores(self, job: _Job, first: int, last: int, request, result: StepScores) -> None:
+        """Write the scores of the new steps ``first..last`` (a chain's ids are consecutive)."""
+        try:
+            scores = check_scores(request, result)
+        except Exception as exc:
+            job.error = f"scorer failed: {_describe(exc)}"
+            return
+        job.ledger.charge_scoring(
+            computed=result.tokens_computed,
+            cached=result.tokens_cached,
+            parameters=self._scorer_params,
+        )
+        count = last - first + 1
+        for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
+            job.tree.set_score(node, value)
+
+    # ------------------------------------------------------------------ results
+    def _result(self, job: _Job, strategy: BoundStrategy) -> SearchResult:
+        tree = job.tree
+        job.ledger.wall_s = time.perf_counter() - job.started
+        choice = job.choice
+        node = choice.node if choice is not None else ROOT
+        aggregation = Aggregation.parse(getattr(strategy.config, "aggregation", Aggregation.MIN))
+        steps = tree.path_steps(node)
+        answer = tree.answer[node]
+        if answer is None and steps:
+            answer = extract_answer(self.config.sampling.delimiter.join(steps))
+        votes: list[Vote] = []
+        score = float("nan")
+        if choice is not None:
+            votes = tally(tree, choice.candidates, aggregation)
+            if node != ROOT:
+                score = path_score(tree, node, aggregation)
+        return SearchResult(
+            question=tree.question,
+            strategy=strategy.name,
+            answer=answer if job.error is None else None,
+            node=node,
+            steps=steps,
+            step_scores=tuple(tree.step_scores(node).tolist()),
+            score=score,
+            votes=votes,
+            tree=tree,
+            ledger=job.ledger,
+            seed=job.seed,
+            error=job.error,
+        )

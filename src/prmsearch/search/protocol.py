@@ -1,0 +1,128 @@
+"""How strategies talk to the driver, and the strategy registry.
+
+A strategy is a generator function ``algorithm(tree, config, rng)``: it yields :class:`Expand`
+requests, receives for each requested ``(node, count)`` the ids of the new children (already
+generated, written into the tree and scored), and finally returns a :class:`Choice`. It never
+touches a backend, a tokenizer or I/O, so the driver is free to batch across problems.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from prmsearch.registry import Registry
+from prmsearch.tree import SearchTree
+
+
+@dataclass(frozen=True, slots=True)
+class Expand:
+    """Ask for children: ``count`` new samples below ``node`` for every ``(node, count)``.
+
+    The same node may appear several times (independent requests, e.g. DVTS subtrees sharing
+    the root). With ``full_solution`` each sample runs to the end of the solution and becomes a
+    chain of step nodes; the strategy receives the last node of each chain.
+    """
+
+    requests: tuple[tuple[int, int], ...]
+    full_solution: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A strategy's result: the chosen node and the candidates it was chosen from."""
+
+    node: int
+    candidates: tuple[int, ...]
+
+
+SearchGenerator = Generator[Expand, list[list[int]], Choice]
+Algorithm = Callable[[SearchTree, Any, np.random.Generator], SearchGenerator]
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A registered strategy: its config class, its algorithm and a one-line summary."""
+
+    name: str
+    config_cls: type
+    algorithm: Algorithm
+    summary: str
+
+    def configure(self, **overrides: Any) -> BoundStrategy:
+        """Build the config from defaults plus ``overrides``; unknown options are errors."""
+        known = {f.name for f in dataclasses.fields(self.config_cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"strategy {self.name!r} has no option(s) {', '.join(unknown)}; "
+                f"its options are: {', '.join(sorted(known))}"
+            )
+        return BoundStrategy(self, self.config_cls(**overrides))
+
+    def options(self) -> list[tuple[str, Any, str]]:
+        """(name, default, type) of every config field, for listings."""
+        rows = []
+        for f in dataclasses.fields(self.config_cls):
+            default = f.default if f.default is not dataclasses.MISSING else None
+            if isinstance(default, str) and hasattr(default, "value"):
+                default = default.value
+            rows.append((f.name, default, str(f.type)))
+        return rows
+
+
+@dataclass(frozen=True)
+class BoundStrategy:
+    """A strategy with its validated config, ready to run on many trees."""
+
+    spec: StrategySpec
+    config: Any
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def start(self, tree: SearchTree, rng: np.random.Generator) -> SearchGenerator:
+        """A fresh search generator over ``tree``."""
+        return self.spec.algorithm(tree, self.config, rng)
+
+
+STRATEGIES: Registry[StrategySpec] = Registry("strategy")
+
+
+def register_strategy(
+    name: str, config_cls: type, algorithm: Algorithm, summary: str = "", *, replace: bool = False
+) -> None:
+    """Register a strategy under ``name`` (its config class must be a dataclass)."""
+    if not dataclasses.is_dataclass(config_cls):
+        raise TypeError(f"config_cls of strategy {name!r} must be a dataclass, got {config_cls!r}")
+    spec = StrategySpec(name, config_cls, algorithm, summary or (algorithm.__doc__ or "").strip())
+    STRATEGIES.register(name, lambda: spec, spec.summary.split("\n")[0], replace=replace)
+
+
+def strategy_spec(name: str) -> StrategySpec:
+    """The spec registered under ``name`` (an unknown name lists the known ones)."""
+    return STRATEGIES.make(name)
+
+
+def make_strategy(name: str, /, **options: Any) -> BoundStrategy:
+    """A strategy by name with its options, e.g. ``make_strategy("beam", n=16, width=4)``."""
+    return strategy_spec(name).configure(**options)
+
+
+def strategy_names() -> list[str]:
+    """Names of all registered strategies."""
+    return STRATEGIES.names()
+
+
+def as_strategy(strategy: str | BoundStrategy, options: Mapping[str, Any]) -> BoundStrategy:
+    """Accept a name plus options or an already-bound strategy (then options must be empty)."""
+    if isinstance(strategy, BoundStrategy):
+        if options:
+            raise ValueError("pass options either in make_strategy() or here, not both")
+        return strategy
+    return make_strategy(strategy, **options)

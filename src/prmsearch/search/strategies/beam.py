@@ -1,0 +1,64 @@
+"""Step-level beam search guided by the PRM (Snell et al., 2024; search-and-learn's ``beam_search``).
+
+Every step spends ``n`` generations: each of the ``n / width`` beams proposes ``width`` next
+steps, and the ``n / width`` best candidates by aggregated score survive. A surviving candidate
+that is terminal becomes a finished solution and its beam slot is retired, so later steps
+spend fewer generations. The search stops when no beam is left or every path hit max depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from prmsearch.search.aggregation import path_score, ranking_key
+from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
+from prmsearch.search.selection import select
+from prmsearch.search.strategies.common import SearchConfig, require_divides
+from prmsearch.tree import ROOT, SearchTree
+
+
+@dataclass(frozen=True)
+class BeamConfig(SearchConfig):
+    """Beam search.
+
+    Attributes:
+        n: generations per step (the first step samples ``n`` children of the root).
+        width: children proposed by each beam; ``n / width`` beams are kept.
+    """
+
+    width: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_divides(self, self.width)
+
+    @property
+    def beams(self) -> int:
+        """Number of beams kept after every step."""
+        return self.n // self.width
+
+
+def beam_search(tree: SearchTree, cfg: BeamConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Keep the ``n / width`` best partial solutions; each proposes ``width`` next steps."""
+    finished: list[int] = []
+    requests: tuple[tuple[int, int], ...] = ((ROOT, cfg.n),)
+    while requests:
+        groups = yield Expand(requests)
+        candidates = [child for group in groups for child in group]
+        candidates.sort(key=lambda c: -ranking_key(path_score(tree, c, cfg.aggregation)))
+        kept = candidates[: cfg.beams - len(finished)]
+        finished.extend(c for c in kept if tree.terminal[c])
+        requests = tuple((c, cfg.width) for c in kept if not tree.terminal[c])
+    if not finished:
+        finished = [node for node in tree.leaves() if node != ROOT] or [ROOT]
+    return Choice(select(tree, finished, cfg.selection, cfg.aggregation), tuple(finished))
+
+
+register_strategy(
+    "beam",
+    BeamConfig,
+    beam_search,
+    "step-level beam search: n generations per step, keep the n/width best paths",
+)

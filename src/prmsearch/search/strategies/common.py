@@ -1,0 +1,51 @@
+"""Config pieces shared by every strategy: the budget ``n``, aggregation and final selection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prmsearch.search.aggregation import Aggregation
+from prmsearch.search.selection import Selection
+
+
+def require_int(name: str, value: object, minimum: int) -> None:
+    """Raise a ValueError naming ``name`` unless ``value`` is an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def require_positive(name: str, value: object) -> None:
+    """Raise a ValueError naming ``name`` unless ``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    if value == float("inf"):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Fields every strategy has.
+
+    Attributes:
+        n: the compute budget in generations (its exact meaning is documented per strategy).
+        aggregation: how step scores combine into a path score (min, last, prod, mean).
+        selection: how the final answer is chosen (argmax, majority, weighted).
+    """
+
+    n: int = 16
+    aggregation: Aggregation = Aggregation.MIN
+    selection: Selection = Selection.ARGMAX
+
+    def __post_init__(self) -> None:
+        require_int("n", self.n, 1)
+        object.__setattr__(self, "aggregation", Aggregation.parse(self.aggregation))
+        object.__setattr__(self, "selection", Selection.parse(self.selection))
+
+
+def require_divides(config: SearchConfig, width: int) -> None:
+    """Validate a beam-style width against the budget: 1 <= width <= n and n % width == 0."""
+    require_int("width", width, 1)
+    if width > config.n:
+        raise ValueError(f"width must be <= n ({config.n}), got {width}")
+    if config.n % width:
+        raise ValueError(f"n must be a multiple of width ({width}), got n={config.n}")

@@ -1,0 +1,100 @@
+"""Particle filtering over reasoning steps ("Rollout Roulette", Puri et al., 2025; its_hub).
+
+``n`` particles are extended one step at a time. After each step every particle is weighted by
+``softmax(logit(score) / temperature)`` of its aggregated PRM score and ``n`` particles are
+resampled from those weights (multinomial or systematic), so promising partial solutions are
+duplicated and weak ones die out. Finished particles keep their place in the population and can
+be resampled, but are not extended. The final choice runs over the last population, where
+duplicates count as votes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from prmsearch.search.aggregation import Aggregation, parse_enum, path_score
+from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
+from prmsearch.search.selection import select
+from prmsearch.search.strategies.common import SearchConfig, require_positive
+from prmsearch.tree import ROOT, SearchTree
+
+_EPS = 1e-6
+
+
+class Resampling(str, enum.Enum):
+    """How particles are drawn from their weights."""
+
+    MULTINOMIAL = "multinomial"
+    SYSTEMATIC = "systematic"
+
+
+@dataclass(frozen=True)
+class ParticleFilterConfig(SearchConfig):
+    """Particle filtering.
+
+    Attributes:
+        n: number of particles (one generation each per step).
+        temperature: softmax temperature over the logits of the particles' scores.
+        aggregation: the path score that weights a particle (its last step by default).
+        resampling: ``multinomial`` or ``systematic``.
+    """
+
+    aggregation: Aggregation = Aggregation.LAST
+    temperature: float = 1.0
+    resampling: Resampling = Resampling.MULTINOMIAL
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive("temperature", self.temperature)
+        object.__setattr__(self, "resampling", parse_enum(Resampling, self.resampling, "resampling"))
+
+
+def particle_weights(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """Normalised ``softmax(logit(p) / temperature)``; unscored (NaN) particles get weight 0."""
+    p = np.clip(np.nan_to_num(scores, nan=_EPS), _EPS, 1 - _EPS)
+    logits = np.log(p) - np.log1p(-p)
+    logits = logits / temperature
+    weights = np.exp(logits - logits.max())
+    return weights / weights.sum()
+
+
+def resample(weights: np.ndarray, count: int, method: Resampling, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``count`` particles drawn according to ``weights``."""
+    if method is Resampling.MULTINOMIAL:
+        return rng.choice(len(weights), size=count, p=weights)
+    positions = (rng.random() + np.arange(count)) / count
+    cumulative = np.cumsum(weights)
+    cumulative[-1] = 1.0
+    return np.searchsorted(cumulative, positions, side="right")
+
+
+def particle_filter(tree: SearchTree, cfg: ParticleFilterConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Extend every live particle by one step, weight by PRM score, resample; repeat."""
+    particles = [ROOT] * cfg.n
+    while True:
+        live = Counter(p for p in particles if not tree.terminal[p])
+        if not live:
+            break
+        order = list(live)
+        groups = yield Expand(tuple((node, live[node]) for node in order))
+        fresh = {node: list(group) for node, group in zip(order, groups, strict=True)}
+        particles = [p if tree.terminal[p] else fresh[p].pop() for p in particles]
+        if all(tree.terminal[p] for p in particles):
+            break
+        scores = np.array([path_score(tree, p, cfg.aggregation) for p in particles])
+        weights = particle_weights(scores, cfg.temperature)
+        particles = [particles[i] for i in resample(weights, cfg.n, cfg.resampling, rng)]
+    finished = [p for p in particles if tree.terminal[p]] or particles
+    return Choice(select(tree, finished, cfg.selection, cfg.aggregation), tuple(finished))
+
+
+register_strategy(
+    "particle_filter",
+    ParticleFilterConfig,
+    particle_filter,
+    "particle filtering: n particles resampled by softmax(logit(PRM score)) every step",
+)

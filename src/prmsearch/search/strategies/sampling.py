@@ -1,0 +1,64 @@
+"""Parallel sampling: best-of-N, self-consistency and PRM-weighted voting.
+
+All three generate N whole solutions in one round (one request with ``n=N``, stopping only at
+the end of the solution); the driver splits each into step nodes and the PRM scores every step.
+They differ only in the final selection: ``argmax`` of the aggregated score (best-of-N,
+Cobbe et al. 2021), ``majority`` vote over answers (self-consistency, Wang et al. 2022), or the
+PRM-weighted vote (Uesato et al. 2022).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
+from prmsearch.search.selection import Selection, select
+from prmsearch.search.strategies.common import SearchConfig
+from prmsearch.tree import ROOT, SearchTree
+
+
+@dataclass(frozen=True)
+class BestOfNConfig(SearchConfig):
+    """``n`` whole solutions; pick by ``selection`` (argmax of the ``aggregation`` score)."""
+
+
+@dataclass(frozen=True)
+class SelfConsistencyConfig(SearchConfig):
+    """``n`` whole solutions; majority vote over their answers."""
+
+    selection: Selection = Selection.MAJORITY
+
+
+@dataclass(frozen=True)
+class WeightedVoteConfig(SearchConfig):
+    """``n`` whole solutions; each answer weighted by its paths' aggregated PRM scores."""
+
+    selection: Selection = Selection.WEIGHTED
+
+
+def sample_and_select(tree: SearchTree, cfg: SearchConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Generate ``cfg.n`` full solutions in one round, then apply the final selection."""
+    (leaves,) = yield Expand(((ROOT, cfg.n),), full_solution=True)
+    return Choice(select(tree, leaves, cfg.selection, cfg.aggregation), tuple(leaves))
+
+
+register_strategy(
+    "best_of_n",
+    BestOfNConfig,
+    sample_and_select,
+    "N full solutions, the one with the best aggregated PRM score",
+)
+register_strategy(
+    "self_consistency",
+    SelfConsistencyConfig,
+    sample_and_select,
+    "N full solutions, majority vote over extracted answers",
+)
+register_strategy(
+    "weighted_vote",
+    WeightedVoteConfig,
+    sample_and_select,
+    "N full solutions, PRM-weighted majority vote",
+)

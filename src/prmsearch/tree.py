@@ -1,0 +1,261 @@
+"""SearchTree: the one data structure every strategy searches over, one per problem.
+
+Nodes are int ids into columns (a struct of arrays, as in mctx): node ``i``'s data is
+``tree.parent[i]``, ``tree.step_text[i]``, ... The root (``ROOT = 0``) is the empty solution; every
+other node is one reasoning step appended to its parent's path. Columns are Python lists because
+nodes are appended one at a time in the hot loop; ``column(name)`` returns a NumPy copy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+ROOT = 0
+NO_PARENT = -1
+NO_GROUP = -1
+UNSCORED = float("nan")
+
+_COLUMNS = (
+    "parent",
+    "depth",
+    "step_text",
+    "token_ids",
+    "logprob",
+    "score",
+    "visits",
+    "value_sum",
+    "terminal",
+    "truncated",
+    "answer",
+    "answer_group",
+    "finish",
+    "path_min",
+    "path_sum",
+    "path_prod",
+)
+
+
+class SearchTree:
+    """Columns of node data for one problem.
+
+    Columns (all of length ``len(tree)``):
+        parent: int, parent id; ``NO_PARENT`` for the root.
+        depth: int, number of steps on the path (root 0).
+        step_text: str, the step's text without delimiter ("" for the root).
+        token_ids: tuple[int, ...], the policy's tokens for this step (for a whole solution
+            generated in one call, all its tokens sit on the chain's last node).
+        logprob: float, the policy's summed log-probability of ``token_ids``.
+        score: float, the PRM's probability that this step is correct (NaN until scored).
+        visits, value_sum: int and float, MCTS statistics (0 for other strategies).
+        terminal: bool, the path is finished (EOS, a final answer, a cut-off or max depth).
+        truncated: bool, the path was cut off (token limit, empty step, max depth) rather than
+            finished by the policy.
+        answer: str | None, the extracted final answer of a terminal path.
+        answer_group: int, index into ``answer_groups`` of equivalent answers (-1: none).
+        finish: str, "step", "eos" or "length" as reported by the policy ("" for the root).
+        path_min, path_sum, path_prod: running min / sum / product of the step scores along the
+            path, so that every aggregation of a path score is O(1).
+    """
+
+    __slots__ = ("question", "answer_groups", *_COLUMNS, "_children")
+
+    def __init__(self, question: str) -> None:
+        self.question = question
+        self.answer_groups: list[str] = []
+        self.parent: list[int] = [NO_PARENT]
+        self.depth: list[int] = [0]
+        self.step_text: list[str] = [""]
+        self.token_ids: list[tuple[int, ...]] = [()]
+        self.logprob: list[float] = [0.0]
+        self.score: list[float] = [UNSCORED]
+        self.visits: list[int] = [0]
+        self.value_sum: list[float] = [0.0]
+        self.terminal: list[bool] = [False]
+        self.truncated: list[bool] = [False]
+        self.answer: list[str | None] = [None]
+        self.answer_group: list[int] = [NO_GROUP]
+        self.finish: list[str] = [""]
+        self.path_min: list[float] = [math.inf]
+        self.path_sum: list[float] = [0.0]
+        self.path_prod: list[float] = [1.0]
+        self._children: list[list[int]] = [[]]
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    # ----------------------------------------------------------------- building
+    def add_node(
+        self,
+        parent: int,
+        step_text: str,
+        token_ids: tuple[int, ...] = (),
+        logprob: float = 0.0,
+        finish: str = "step",
+    ) -> int:
+        """Append one step below ``parent`` and return its id (unscored, not terminal)."""
+        if not 0 <= parent < len(self.parent):
+            raise IndexError(f"parent {parent} is not a node of this tree (size {len(self)})")
+        node = len(self.parent)
+        self.parent.append(parent)
+        self.depth.append(self.depth[parent] + 1)
+        self.step_text.append(step_text)
+        self.token_ids.append(tuple(token_ids))
+        self.logprob.append(float(logprob))
+        self.score.append(UNSCORED)
+        self.visits.append(0)
+        self.value_sum.append(0.0)
+        self.terminal.append(False)
+        self.truncated.append(False)
+        self.answer.append(None)
+        self.answer_group.append(NO_GROUP)
+        self.finish.append(finish)
+        self.path_min.append(UNSCORED)
+        self.path_sum.append(UNSCORED)
+        self.path_prod.append(UNSCORED)
+        self._children.append([])
+        self._children[parent].append(node)
+        return node
+
+    def set_score(self, node: int, score: float) -> None:
+        """Record the PRM step score of ``node`` and its running path statistics.
+
+        The parent must be scored first (or be the root), which holds whenever paths are
+        scored root-first, as the driver does.
+        """
+        parent = self.parent[node]
+        self.score[node] = score
+        self.path_min[node] = min(self.path_min[parent], score)
+        self.path_sum[node] = self.path_sum[parent] + score
+        self.path_prod[node] = self.path_prod[parent] * score
+
+    def mark_terminal(
+        self, node: int, *, truncated: bool = False, answer: str | None = None, group: int = -1
+    ) -> None:
+        """Mark ``node`` as the end of a solution, with its extracted answer if any."""
+        self.terminal[node] = True
+        self.truncated[node] = truncated
+        self.answer[node] = answer
+        self.answer_group[node] = group
+
+    def add_answer_group(self, representative: str) -> int:
+        """Register a new group of equivalent answers and return its index."""
+        self.answer_groups.append(representative)
+        return len(self.answer_groups) - 1
+
+    # ----------------------------------------------------------------- reading
+    def children(self, node: int) -> list[int]:
+        """Ids of the children of ``node``, in creation order (do not mutate)."""
+        return self._children[node]
+
+    def path(self, node: int) -> list[int]:
+        """Node ids from the first step to ``node`` (the root excluded)."""
+        nodes = []
+        parent = self.parent
+        while node > ROOT:
+            nodes.append(node)
+            node = parent[node]
+        nodes.reverse()
+        return nodes
+
+    def path_steps(self, node: int) -> tuple[str, ...]:
+        """Step texts from the first step to ``node``."""
+        text = self.step_text
+        return tuple(text[i] for i in self.path(node))
+
+    def step_scores(self, node: int) -> np.ndarray:
+        """PRM step scores along the path to ``node`` (float64)."""
+        score = self.score
+        return np.array([score[i] for i in self.path(node)], dtype=np.float64)
+
+    def leaves(self) -> list[int]:
+        """Ids of nodes without children (the root only when nothing was expanded)."""
+        return [i for i, kids in enumerate(self._children) if not kids]
+
+    def terminals(self) -> list[int]:
+        """Ids of terminal nodes, in creation order."""
+        return [i for i, done in enumerate(self.terminal) if done]
+
+    def iter_nodes(self) -> Iterator[int]:
+        """All node ids, root first."""
+        return iter(range(len(self.parent)))
+
+    def column(self, name: str) -> np.ndarray:
+        """A NumPy copy of one numeric or boolean column."""
+        if name not in _COLUMNS or name in ("step_text", "token_ids", "answer", "finish"):
+            raise KeyError(f"{name!r} is not a numeric column; numeric columns: {_numeric()}")
+        return np.asarray(getattr(self, name))
+
+    # ----------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; NaN and infinities are written as strings so the JSON is strict."""
+        columns: dict[str, Any] = {}
+        for name in _COLUMNS:
+            values = getattr(self, name)
+            if name == "token_ids":
+                values = [list(ids) for ids in values]
+            elif name in _FLOAT_COLUMNS:
+                values = [_encode_float(v) for v in values]
+            columns[name] = list(values)
+        return {"question": self.question, "answer_groups": list(self.answer_groups), **columns}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchTree:
+        """Rebuild a tree written by :meth:`to_dict`; the result compares equal to the original."""
+        tree = cls(data["question"])
+        tree.answer_groups = list(data["answer_groups"])
+        for name in _COLUMNS:
+            values = data[name]
+            if name == "token_ids":
+                values = [tuple(ids) for ids in values]
+            elif name in _FLOAT_COLUMNS:
+                values = [_decode_float(v) for v in values]
+            setattr(tree, name, list(values))
+        tree._children = [[] for _ in tree.parent]
+        for node, parent in enumerate(tree.parent):
+            if parent != NO_PARENT:
+                tree._children[parent].append(node)
+        return tree
+
+    def to_json(self) -> str:
+        """Strict JSON text of :meth:`to_dict`."""
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> SearchTree:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SearchTree):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SearchTree(nodes={len(self)}, terminals={sum(self.terminal)})"
+
+
+_FLOAT_COLUMNS = frozenset(("logprob", "score", "value_sum", "path_min", "path_sum", "path_prod"))
+
+
+def _numeric() -> str:
+    return ", ".join(n for n in _COLUMNS if n not in ("step_text", "token_ids", "answer", "finish"))
+
+
+def _encode_float(value: float) -> float | str:
+    """Strict-JSON encoding of a float: NaN and infinities become strings."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _decode_float(value: float | str) -> float:
+    return float(value)

@@ -1,0 +1,145 @@
+"""The driver: batching across problems, the ledger, truncation and error containment."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import synthetic_backends, synthetic_scores, synthetic_script
+
+from prmsearch import Searcher
+from prmsearch.policies.base import Finish, Generation, StepOutput
+from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
+from prmsearch.scorers.base import StepScores
+from prmsearch.scorers.scripted import ScriptedScorer
+from prmsearch.search.ledger import Ledger
+
+QUESTIONS = [f"problem {i}" for i in range(6)]
+
+
+@pytest.mark.parametrize("name", ["beam", "dvts", "mcts", "particle_filter", "rebase", "best_of_n"])
+def test_ledger_adds_up_exactly(name):
+    policy, scorer = synthetic_backends(depth=3)
+    searcher = Searcher(policy, scorer, name, n=8)
+    results = searcher.run(QUESTIONS)
+    total = searcher.last_ledger
+    summed = Ledger.total(r.ledger for r in results)
+    for field in (
+        "policy_calls",
+        "generations",
+        "generated_tokens",
+        "prompt_tokens_computed",
+        "prm_calls",
+        "prm_tokens_computed",
+        "policy_flops",
+        "prm_flops",
+    ):
+        assert getattr(total, field) == getattr(summed, field), field
+    for r in results:
+        tree, ledger = r.tree, r.ledger
+        generated = sum(len(ids) for ids in tree.token_ids)
+        assert ledger.generated_tokens == generated
+        assert ledger.policy_flops == 2 * policy.num_parameters * (
+            ledger.prompt_tokens_computed + ledger.generated_tokens
+        )
+        assert ledger.prm_flops == 2 * scorer.num_parameters * ledger.prm_tokens_computed
+        leaves_made = len(tree) - 1 if name != "best_of_n" else ledger.generations
+        assert ledger.generations == leaves_made
+        assert ledger.prm_calls == ledger.generations
+
+
+def test_one_batched_call_per_round_across_problems():
+    policy, scorer = synthetic_backends(depth=3)
+    searcher = Searcher(policy, scorer, "beam", n=8, width=2)
+    searcher.run(QUESTIONS)
+    stats = searcher.last_stats
+    assert len(policy.calls) == stats.policy_batches == len(scorer.calls)
+    assert policy.calls[0] == len(QUESTIONS)  # round one: every problem's root in one call
+
+
+def test_batched_run_equals_one_problem_at_a_time():
+    batched = Searcher(*synthetic_backends(), "beam", n=8, width=2).run(QUESTIONS)
+    single = [Searcher(*synthetic_backends(), "beam", n=8, width=2)(q) for q in QUESTIONS]
+    assert [r.answer for r in batched] == [r.answer for r in single]
+    assert all(a.tree == b.tree for a, b in zip(batched, single))
+
+
+def test_finished_problems_leave_the_batch():
+    def script(question, steps, index, seed):
+        depth = int(question.split()[-1])
+        return "\\boxed{1}" if len(steps) + 1 >= depth else f"s{len(steps)}"
+
+    policy = ScriptedPolicy(script)
+    searcher = Searcher(policy, ScriptedScorer({}), "beam", n=2, width=1)
+    searcher.run(["depth 1", "depth 3"])
+    assert policy.calls == [2, 2, 2]  # round 1 both problems; then only the deeper one (2 beams)
+
+
+def test_empty_step_and_max_depth_are_truncated_and_search_goes_on():
+    script = {(): ["", "a"], ("a",): ["b"], ("a", "b"): ["c"]}
+    policy = ScriptedPolicy(script)
+    searcher = Searcher(policy, ScriptedScorer({"": 0.9, "a": 0.5}), "beam", n=2, width=1, max_depth=2)
+    result = searcher("q")
+    tree = result.tree
+    empty, a = tree.children(0)
+    assert tree.terminal[empty] and tree.truncated[empty]
+    (b,) = tree.children(a)
+    assert tree.terminal[b] and tree.truncated[b] and tree.answer[b] is None
+    assert result.error is None
+
+
+def test_length_finish_is_truncated():
+    script = {(): [ScriptedStep("cut off", Finish.LENGTH)]}
+    result = Searcher(ScriptedPolicy(script), ScriptedScorer({}), "beam", n=1, width=1)("q")
+    assert result.tree.truncated[1] and result.answer is None
+
+
+def test_a_failing_problem_does_not_take_down_the_batch():
+    good = synthetic_script(depth=2)
+
+    def script(question, steps, index, seed):
+        if question == "bad":
+            raise RuntimeError("backend exploded on this prompt")
+        return good(question, steps, index, seed)
+
+    searcher = Searcher(ScriptedPolicy(script), ScriptedScorer(synthetic_scores), "beam", n=4)
+    results = searcher.run(["ok 1", "bad", "ok 2"])
+    assert results[1].error.startswith("policy failed: RuntimeError: backend exploded")
+    assert results[1].answer is None
+    assert results[0].error is None and results[0].answer is not None
+    assert results[2].error is None and results[2].answer is not None
+
+
+class _BrokenScorer(ScriptedScorer):
+    def score(self, requests):
+        out = super().score(requests)
+        return [StepScores(r.scores[:-1]) if "bad" in q.question else r for q, r in zip(requests, out)]
+
+
+def test_misaligned_scores_are_a_per_problem_error():
+    scorer = _BrokenScorer(synthetic_scores)
+    searcher = Searcher(ScriptedPolicy(synthetic_script(2)), scorer, "beam", n=4)
+    results = searcher.run(["fine", "bad"])
+    assert results[0].error is None
+    assert "scores for" in results[1].error and "separator" in results[1].error
+
+
+class _WrongCountPolicy:
+    num_parameters = 10
+
+    def generate(self, requests):
+        return [Generation((StepOutput("x", (1,), 0.0, Finish.STEP),), 1) for _ in requests]
+
+
+def test_policy_returning_too_few_samples_is_reported():
+    result = Searcher(_WrongCountPolicy(), ScriptedScorer({}), "beam", n=4)("q")
+    assert "asked for 4" in result.error
+
+
+def test_result_serialises_to_json():
+    result = Searcher(*synthetic_backends(), "beam", n=4)("q")
+    data = json.loads(json.dumps(result.to_dict(include_tree=True)))
+    assert data["answer"] == result.answer
+    assert len(data["steps"]) == len(data["step_scores"])
+    assert data["ledger"]["generations"] == result.ledger.generations
+    assert data["tree"]["step_text"][result.node] == result.steps[-1]

@@ -1,0 +1,79 @@
+"""Packaging contracts: a light import, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import synthetic_backends
+
+from prmsearch import register_policy, register_scorer
+from prmsearch.cli import main
+
+
+def test_import_does_not_load_heavy_engines():
+    code = (
+        "import sys, prmsearch; "
+        "print([m for m in ('torch', 'transformers', 'vllm', 'sglang') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_lists_strategies(capsys):
+    assert main(["strategies", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = [r["name"] for r in rows]
+    assert {
+        "beam",
+        "best_of_n",
+        "dvts",
+        "mcts",
+        "particle_filter",
+        "self_consistency",
+        "weighted_vote",
+        "rebase",
+    } <= set(names)
+    beam = next(r for r in rows if r["name"] == "beam")
+    assert beam["options"][-1][:2] == ["width", 4]
+
+
+@pytest.fixture
+def synthetic_registered():
+    policy, scorer = synthetic_backends(depth=2)
+    register_policy("test-synthetic", lambda **_: policy, replace=True)
+    register_scorer("test-synthetic", lambda **_: scorer, replace=True)
+
+
+def test_cli_solve_json(capsys, synthetic_registered):
+    code = main(
+        [
+            "solve",
+            "q",
+            "--policy",
+            "test-synthetic",
+            "--prm",
+            "test-synthetic",
+            "--strategy",
+            "beam",
+            "--n",
+            "4",
+            "-o",
+            "width=2",
+            "--json",
+        ]
+    )
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"answer", "steps", "step_scores", "ledger"} <= set(data)
+    assert len(data["steps"]) == len(data["step_scores"]) == 3
+
+
+def test_cli_reports_bad_options(capsys, synthetic_registered):
+    assert (
+        main(["solve", "q", "--strategy", "nope", "--policy", "test-synthetic", "--prm", "test-synthetic"])
+        == 2
+    )
+    assert "known strategy names" in capsys.readouterr().err

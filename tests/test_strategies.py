@@ -1,0 +1,201 @@
+"""Exact behaviour of every strategy on scripted step trees with fixed scores."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from helpers import run_one, synthetic_backends
+
+from prmsearch.policies.scripted import ScriptedPolicy
+from prmsearch.scorers.scripted import ScriptedScorer
+from prmsearch.search.protocol import make_strategy
+from prmsearch.search.strategies.particle_filter import Resampling, particle_weights, resample
+from prmsearch.search.strategies.rebase import balanced_counts
+from prmsearch.tree import ROOT
+
+BEAM_SCRIPT = {
+    (): ["A1", "A2", "A3", "A4"],
+    ("A1",): ["B1", "B2"],
+    ("A3",): ["B3 \\boxed{3}", "B4"],
+    ("A1", "B2"): ["C1 \\boxed{1}", "C2 \\boxed{2}"],
+}
+BEAM_SCORES = {
+    "A1": 0.9,
+    "A2": 0.2,
+    "A3": 0.8,
+    "A4": 0.1,
+    "B1": 0.5,
+    "B2": 0.7,
+    "B3 \\boxed{3}": 0.95,
+    "B4": 0.3,
+    "C1 \\boxed{1}": 0.6,
+    "C2 \\boxed{2}": 0.4,
+}
+
+
+def texts(tree, nodes):
+    return [tree.step_text[n] for n in nodes]
+
+
+def test_beam_keeps_the_n_over_width_best_and_retires_finished_beams():
+    policy, scorer = ScriptedPolicy(BEAM_SCRIPT), ScriptedScorer(BEAM_SCORES)
+    beam = make_strategy("beam", n=4, width=2, aggregation="last")
+    result, _driver = run_one(policy, scorer, beam)
+    tree = result.tree
+    # step 1: the root gets n=4 children; A1 and A3 survive and get width=2 each
+    assert texts(tree, tree.children(ROOT)) == ["A1", "A2", "A3", "A4"]
+    assert [len(tree.children(n)) for n in tree.children(ROOT)] == [2, 0, 2, 0]
+    # step 2: B3 (terminal) and B2 are the 2 best; B3 retires a beam, B2 continues alone
+    b2 = tree.children(1)[1]
+    assert texts(tree, tree.children(b2)) == ["C1 \\boxed{1}", "C2 \\boxed{2}"]
+    assert tree.children(tree.children(1)[0]) == []
+    assert result.answer == "3"
+    assert texts(tree, [result.node]) == ["B3 \\boxed{3}"]
+    assert [v.answer for v in result.votes] == ["3", "1"]
+    assert policy.calls == [1, 2, 1]  # one batched policy call per round
+    assert result.ledger.generations == 4 + 4 + 2
+
+
+def test_beam_ranks_by_the_chosen_aggregation():
+    policy, scorer = ScriptedPolicy(BEAM_SCRIPT), ScriptedScorer(BEAM_SCORES)
+    beam = make_strategy("beam", n=4, width=2, aggregation="min")
+    result, _ = run_one(policy, scorer, beam)
+    # min along the path: A3-B3 = 0.8, A1-B2 = 0.7 -> still B3, and C1 path = min(.9,.7,.6) = .6
+    assert result.answer == "3"
+    assert math.isclose(result.score, 0.8)
+
+
+def test_dvts_subtrees_are_independent():
+    script = {(): ["G1", "G2"], **{(s,): [f"{s} \\boxed{{{s}}}"] for s in ("G1", "G2")}}
+    counter = {"calls": 0}
+
+    def script_fn(question, steps, index, seed):
+        if not steps:
+            counter["calls"] += 1
+            return script[()][index] if counter["calls"] <= 2 else f"H{index}"
+        return script[steps][0] if steps in script else f"{steps[0]} \\boxed{{{steps[0]}}}"
+
+    scores = {"G1": 0.9, "G2": 0.8, "H0": 0.3, "H1": 0.2}
+    policy = ScriptedPolicy(script_fn)
+    dvts = make_strategy("dvts", n=4, width=2, aggregation="last")
+    result, _ = run_one(policy, ScriptedScorer(scores, default=0.5), dvts)
+    tree = result.tree
+    first_round = tree.children(ROOT)
+    assert texts(tree, first_round) == ["G1", "G2", "H0", "H1"]
+    # beam would keep G1 and G2 (both from subtree 1); DVTS keeps the best of each subtree
+    expanded = [n for n in first_round if tree.children(n)]
+    assert texts(tree, expanded) == ["G1", "H0"]
+    assert len(result.votes) == 2
+
+
+def test_mcts_visit_counts_and_backed_up_values():
+    script = {
+        (): ["X", "Y"],
+        ("X",): ["X1", "X2 \\boxed{2}"],
+    }
+    scores = {"X": 0.8, "Y": 0.4, "X1": 0.9, "X2 \\boxed{2}": 0.1}
+    mcts = make_strategy("mcts", n=4, expansion_width=2, c_puct=1.0)
+    result, _ = run_one(ScriptedPolicy(script), ScriptedScorer(scores), mcts)
+    tree = result.tree
+    x, y = tree.children(ROOT)
+    x1, x2 = tree.children(x)
+    assert tree.visits[ROOT] == 4 and tree.visits[x] == 3 and tree.visits[y] == 1
+    assert tree.visits[x1] == 1 and tree.visits[x2] == 1
+    assert math.isclose(tree.value_sum[ROOT], 0.8 + 0.4 + 0.9 + 0.1)
+    assert math.isclose(tree.value_sum[x], 0.8 + 0.9 + 0.1)
+    # most-visited descent ends at X1 (not terminal): fall back to the best finished solution
+    assert result.node == x2 and result.answer == "2"
+    assert result.ledger.generations == 4
+
+
+def test_mcts_spreads_parallel_leaves_with_virtual_loss():
+    policy, scorer = synthetic_backends(depth=4)
+    mcts = make_strategy("mcts", n=32, expansion_width=2, leaves_per_round=4)
+    result, _driver = run_one(policy, scorer, mcts)
+    assert result.ledger.generations == 32
+    assert max(policy.calls) > 1  # several leaves expanded in one round
+    tree = result.tree
+    assert tree.visits[ROOT] == len(tree) - 1  # virtual losses were all reverted
+
+
+def test_particle_weights_are_softmax_of_logits():
+    weights = particle_weights(np.array([0.5, 0.8]), temperature=1.0)
+    np.testing.assert_allclose(weights, [0.2, 0.8])
+    np.testing.assert_allclose(particle_weights(np.array([0.5, 0.8]), 2.0), [1 / 3, 2 / 3])
+
+
+def test_resampling_frequencies_follow_the_weights():
+    weights = np.array([0.5, 0.3, 0.2])
+    draws = resample(weights, 100_000, Resampling.MULTINOMIAL, np.random.default_rng(0))
+    freq = np.bincount(draws, minlength=3) / draws.size
+    np.testing.assert_allclose(freq, weights, atol=0.01)
+    counts = np.bincount(resample(weights, 10, Resampling.SYSTEMATIC, np.random.default_rng(1)), minlength=3)
+    assert counts.tolist() == [5, 3, 2]
+
+
+def test_particle_filter_is_reproducible_and_resamples_toward_high_scores():
+    script = {(): ["good", "bad"], ("good",): ["g \\boxed{1}"], ("bad",): ["b \\boxed{2}"]}
+    scores = {"good": 0.95, "bad": 0.05, "g \\boxed{1}": 0.9, "b \\boxed{2}": 0.1}
+    pf = make_strategy("particle_filter", n=8)
+    runs = [run_one(ScriptedPolicy(script), ScriptedScorer(scores), pf, seed=7)[0] for _ in range(2)]
+    assert runs[0].tree == runs[1].tree
+    tree = runs[0].tree
+    second = [n for n in tree.iter_nodes() if tree.depth[n] == 2]
+    answers = Counter(tree.answer[n] for n in second)
+    assert answers["1"] > answers["2"]
+    assert runs[0].answer == "1"
+
+
+def test_rebase_counts_add_up_and_favour_high_scores():
+    counts = balanced_counts(np.array([0.9, 0.5, 0.1]), 10, temperature=0.2)
+    assert counts.sum() == 10 and counts[0] > counts[1] >= counts[2]
+    policy, scorer = synthetic_backends(depth=3)
+    result, _ = run_one(policy, scorer, make_strategy("rebase", n=8))
+    assert len(result.tree.terminals()) >= 8 or result.ledger.generations >= 8
+    assert result.answer is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("best_of_n", "7"), ("self_consistency", "5"), ("weighted_vote", "7")],
+)
+def test_vote_tallies(name, expected):
+    solutions = ["a \\boxed{5}", "b \\boxed{5}", "c \\boxed{5}", "d \\boxed{7}", "e \\boxed{7.0}"]
+    scores = {
+        "a \\boxed{5}": 0.1,
+        "b \\boxed{5}": 0.1,
+        "c \\boxed{5}": 0.1,
+        "d \\boxed{7}": 0.9,
+        "e \\boxed{7.0}": 0.8,
+    }
+    strategy = make_strategy(name, n=5)
+    result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), strategy)
+    assert result.answer == expected
+    tallies = {v.answer: (v.count, round(v.weight, 6)) for v in result.votes}
+    assert tallies == {"5": (3, 0.3), "7": (2, 1.7)}  # "7" and "7.0" vote together
+
+
+def test_whole_solutions_become_chains_of_scored_steps():
+    script = {(): ["s1"], ("s1",): ["s2"], ("s1", "s2"): ["\\boxed{4}"]}
+    result, _ = run_one(
+        ScriptedPolicy(script),
+        ScriptedScorer({"s1": 0.3, "s2": 0.6, "\\boxed{4}": 0.9}),
+        make_strategy("best_of_n", n=2),
+    )
+    assert result.steps == ("s1", "s2", "\\boxed{4}")
+    assert result.step_scores == (0.3, 0.6, 0.9)
+    assert result.answer == "4"
+    assert math.isclose(result.score, 0.3)  # min aggregation by default
+
+
+def test_same_seed_same_result_for_every_strategy():
+    for name in ("beam", "dvts", "mcts", "particle_filter", "rebase", "best_of_n"):
+        strategy = make_strategy(name, n=8)
+        a = run_one(*synthetic_backends(), strategy, seed=3)[0]
+        b = run_one(*synthetic_backends(), strategy, seed=3)[0]
+        c = run_one(*synthetic_backends(), strategy, seed=4)[0]
+        assert a.tree == b.tree and a.answer == b.answer, name
+        assert c.tree != a.tree, name

@@ -1,0 +1,107 @@
+"""SearchTree: columns, helpers, JSON round trip and invariants (property-based)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prmsearch.search.aggregation import Aggregation, aggregate_scores, path_score
+from prmsearch.tree import NO_PARENT, ROOT, SearchTree
+
+
+def small_tree() -> SearchTree:
+    tree = SearchTree("what is 2+2?")
+    a = tree.add_node(ROOT, "2+2 = 4", (5, 6), -0.5)
+    b = tree.add_node(ROOT, "2+2 = 5", (5, 7), -2.0)
+    c = tree.add_node(a, "\\boxed{4}", (9,), -0.1, "eos")
+    tree.set_score(a, 0.9)
+    tree.set_score(b, 0.2)
+    tree.set_score(c, 0.8)
+    tree.mark_terminal(c, answer="4", group=tree.add_answer_group("4"))
+    return tree
+
+
+def test_root_and_constants():
+    tree = SearchTree("q")
+    assert ROOT == 0 and NO_PARENT == -1
+    assert len(tree) == 1 and tree.parent[ROOT] == NO_PARENT and tree.depth[ROOT] == 0
+    assert tree.leaves() == [ROOT]
+
+
+def test_path_children_leaves_and_scores():
+    tree = small_tree()
+    assert tree.children(ROOT) == [1, 2]
+    assert tree.path(3) == [1, 3]
+    assert tree.path_steps(3) == ("2+2 = 4", "\\boxed{4}")
+    assert tree.leaves() == [2, 3]
+    assert tree.terminals() == [3]
+    np.testing.assert_allclose(tree.step_scores(3), [0.9, 0.8])
+    assert tree.answer[3] == "4" and tree.answer_groups == ["4"]
+    assert tree.column("depth").tolist() == [0, 1, 1, 2]
+
+
+def test_json_round_trip_is_identical():
+    tree = small_tree()
+    back = SearchTree.from_json(tree.to_json())
+    assert back == tree
+    assert back.token_ids[1] == (5, 6)
+    assert math.isnan(back.score[ROOT])
+    assert back.children(ROOT) == [1, 2]
+
+
+def test_add_node_rejects_unknown_parent():
+    tree = SearchTree("q")
+    try:
+        tree.add_node(5, "x")
+    except IndexError as exc:
+        assert "parent 5" in str(exc)
+    else:
+        raise AssertionError("expected IndexError")
+
+
+def test_each_aggregation():
+    scores = [0.9, 0.5, 0.7]
+    assert aggregate_scores(scores, "min") == 0.5
+    assert aggregate_scores(scores, "last") == 0.7
+    assert math.isclose(aggregate_scores(scores, "prod"), 0.315)
+    assert math.isclose(aggregate_scores(scores, "mean"), 0.7)
+    assert math.isnan(aggregate_scores([], "min"))
+
+
+@st.composite
+def random_trees(draw):
+    tree = SearchTree(draw(st.text(max_size=10)))
+    for _ in range(draw(st.integers(0, 40))):
+        parent = draw(st.integers(0, len(tree) - 1))
+        node = tree.add_node(
+            parent,
+            draw(st.text(max_size=8)),
+            tuple(draw(st.lists(st.integers(0, 1000), max_size=4))),
+            draw(st.floats(-50, 0)),
+        )
+        tree.set_score(node, draw(st.floats(0, 1)))
+        if draw(st.booleans()):
+            tree.mark_terminal(node, truncated=draw(st.booleans()))
+    return tree
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_trees())
+def test_tree_invariants(tree):
+    for node in tree.iter_nodes():
+        path = tree.path(node)
+        assert len(path) == tree.depth[node]
+        if node != ROOT:
+            parent = tree.parent[node]
+            assert node in tree.children(parent)
+            assert tree.depth[node] == tree.depth[parent] + 1
+            assert parent < node
+            scores = tree.step_scores(node)
+            for agg in Aggregation:
+                assert math.isclose(path_score(tree, node, agg), aggregate_scores(scores, agg), rel_tol=1e-9)
+    assert set(tree.leaves()) == {n for n in tree.iter_nodes() if not tree.children(n)}
+    assert sum(len(tree.children(n)) for n in tree.iter_nodes()) == len(tree) - 1
+    assert SearchTree.from_json(tree.to_json()) == tree
