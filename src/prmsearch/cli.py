@@ -23,8 +23,8 @@ def _parse_option(text: str) -> tuple[str, object]:
         return key, value
 
 
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by every command that runs a search."""
+def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags choosing one strategy and its options (``solve``)."""
     parser.add_argument("--strategy", default="beam", help="strategy name (see `prmsearch strategies`)")
     parser.add_argument("--n", type=int, default=16, help="compute budget in generations")
     parser.add_argument(
@@ -36,6 +36,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="strategy option, e.g. -o width=4 -o aggregation=min (repeatable)",
     )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags choosing the backends, sampling and search limits (``solve`` and ``bench``)."""
     parser.add_argument(
         "--policy", default=None, help="policy backend name or model path/Hub id (default: embedded)"
     )
@@ -49,7 +54,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-step-tokens", type=int, default=256)
     parser.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
     parser.add_argument("--max-depth", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
+
+
+def _unescape(text: str) -> str:
+    """Let shell users write the delimiter as ``\\n\\n``."""
+    return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
 
 
 def build_searcher(args: argparse.Namespace) -> Searcher:
@@ -60,7 +69,7 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
         temperature=args.temperature,
         top_p=args.top_p,
         max_new_tokens=args.max_step_tokens,
-        delimiter=args.delimiter,
+        delimiter=_unescape(args.delimiter),
     )
     if args.policy_backend and args.policy:
         policy = resolve_policy(args.policy_backend, model=args.policy)
@@ -112,13 +121,85 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv(kind):
+    def parse(text: str):
+        try:
+            return tuple(kind(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+
+    return parse
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.benchmarks.report import markdown_table, write_reports
+    from prmsearch.benchmarks.sweep import (
+        DEFAULT_STRATEGIES,
+        SweepConfig,
+        SweepProblem,
+        run_sweep,
+        timestamped_folder,
+    )
+
+    options: dict[str, dict] = {}
+    for key, value in args.option:
+        strategy, dot, name = key.partition(".")
+        if not dot:
+            raise ValueError(f"bench options look like strategy.option=value, got {key!r}")
+        options.setdefault(strategy, {})[name] = value
+    config = SweepConfig(
+        dataset=args.dataset,
+        dataset_path=args.dataset_path,
+        split=args.split,
+        limit=args.limit,
+        shuffle_seed=args.shuffle_seed,
+        strategies=args.strategies or DEFAULT_STRATEGIES,
+        budgets=args.budgets,
+        seeds=args.seeds,
+        policy=args.policy,
+        policy_backend=args.policy_backend,
+        prm=args.prm,
+        prm_family=args.prm_family,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_step_tokens=args.max_step_tokens,
+        delimiter=_unescape(args.delimiter),
+        max_depth=args.max_depth,
+        options=options,
+        chunk=args.chunk,
+    )
+    dataset = load_dataset(
+        config.dataset,
+        config.dataset_path,
+        split=config.split,
+        limit=config.limit,
+        shuffle_seed=config.shuffle_seed,
+    )
+    problems = [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
+    out = Path(args.out) if args.out else timestamped_folder("runs", config.dataset)
+    folder = run_sweep(config, problems, out, resume=args.resume, progress=not args.no_progress)
+    qids = {p.qid for p in problems}
+    rows = [r for r in folder.rows() if r["qid"] in qids]
+    summary = write_reports(folder.path, rows, config.dataset, len(problems))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(markdown_table(summary))
+        print(f"results: {folder.results_path}  summary: {folder.path / 'summary.json'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prmsearch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve one question with search")
     solve.add_argument("question")
-    add_search_arguments(solve)
+    add_strategy_arguments(solve)
+    add_backend_arguments(solve)
     solve.add_argument("--json", action="store_true", help="print one JSON object")
     solve.add_argument("--tree", action="store_true", help="with --json, include the search tree")
     solve.set_defaults(func=cmd_solve)
@@ -126,6 +207,32 @@ def build_parser() -> argparse.ArgumentParser:
     strategies = sub.add_parser("strategies", help="list strategies and their options")
     strategies.add_argument("--json", action="store_true")
     strategies.set_defaults(func=cmd_strategies)
+
+    bench = sub.add_parser("bench", help="sweep strategies x budgets x seeds over a dataset")
+    bench.add_argument("--dataset", default="arith", help="arith, math500, gsm8k, aime24, amc23, jsonl")
+    bench.add_argument("--dataset-path", default=None, help="local file of the dataset")
+    bench.add_argument("--split", default=None)
+    bench.add_argument("--limit", type=int, default=None)
+    bench.add_argument("--shuffle-seed", type=int, default=None)
+    bench.add_argument("--strategies", type=_csv(str), default=None, help="comma-separated")
+    bench.add_argument("--budgets", type=_csv(int), default=(1, 4, 16))
+    bench.add_argument("--seeds", type=_csv(int), default=(0,))
+    bench.add_argument("--out", default=None, help="results folder (default: runs/<dataset>-<time>)")
+    bench.add_argument("--resume", action="store_true", help="continue the run in --out")
+    bench.add_argument("--chunk", type=int, default=64, help="problems per batched search")
+    bench.add_argument("--json", action="store_true", help="print summary.json")
+    bench.add_argument("--no-progress", action="store_true")
+    bench.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        type=_parse_option,
+        default=[],
+        metavar="STRATEGY.KEY=VALUE",
+        help="strategy option, e.g. -o beam.width=4 (repeatable)",
+    )
+    add_backend_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

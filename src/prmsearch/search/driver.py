@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -304,6 +304,8 @@ class Driver:
     def _requests(self, job: _Job, expand: Expand) -> list[GenerationRequest]:
         tree = job.tree
         sampling = self._full_sampling if expand.full_solution else self.config.sampling
+        if expand.greedy:
+            sampling = replace(sampling, temperature=0.0)
         requests = []
         for node, count in expand.requests:
             serial = job.expansions.get(node, 0)

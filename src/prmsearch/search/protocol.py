@@ -25,11 +25,13 @@ class Expand:
 
     The same node may appear several times (independent requests, e.g. DVTS subtrees sharing
     the root). With ``full_solution`` each sample runs to the end of the solution and becomes a
-    chain of step nodes; the strategy receives the last node of each chain.
+    chain of step nodes; the strategy receives the last node of each chain. ``greedy`` asks for
+    temperature-0 decoding instead of the run's sampling temperature.
     """
 
     requests: tuple[tuple[int, int], ...]
     full_solution: bool = False
+    greedy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

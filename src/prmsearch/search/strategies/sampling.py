@@ -44,6 +44,25 @@ def sample_and_select(tree: SearchTree, cfg: SearchConfig, rng: np.random.Genera
     return Choice(select(tree, leaves, cfg.selection, cfg.aggregation), tuple(leaves))
 
 
+@dataclass(frozen=True)
+class GreedyConfig(SearchConfig):
+    """One greedy (temperature 0) solution: the no-search baseline. ``n`` must be 1."""
+
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n != 1:
+            raise ValueError(f"n must be 1 for greedy decoding (it makes one solution), got {self.n}")
+
+
+def greedy(tree: SearchTree, cfg: GreedyConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Decode one whole solution at temperature 0 (scored, but the PRM chooses nothing)."""
+    ((leaf,),) = yield Expand(((ROOT, 1),), full_solution=True, greedy=True)
+    return Choice(leaf, (leaf,))
+
+
+register_strategy("greedy", GreedyConfig, greedy, "one greedy solution, the no-search baseline")
 register_strategy(
     "best_of_n",
     BestOfNConfig,

@@ -1,0 +1,300 @@
+"""Strategy sweeps: every (strategy, budget, seed) over a dataset, resumable, row by row.
+
+The policy and scorer are loaded once and shared by every cell of the sweep. Each cell runs its
+pending problems through one :class:`~prmsearch.api.Searcher` in chunks (one batched driver run
+per chunk), and every finished problem is appended to ``results.jsonl`` at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prmsearch.api import Searcher, problem_seed, resolve_policy, resolve_scorer
+from prmsearch.benchmarks.results import ResultsFolder, RowKey
+from prmsearch.policies.base import Policy, SamplingParams
+from prmsearch.scorers.base import Scorer
+from prmsearch.search.driver import SearchResult
+from prmsearch.search.protocol import strategy_spec
+
+DEFAULT_STRATEGIES = (
+    "greedy",
+    "self_consistency",
+    "best_of_n",
+    "weighted_vote",
+    "beam",
+    "dvts",
+    "mcts",
+    "particle_filter",
+    "rebase",
+)
+_WIDTH_OPTION = {"beam": "width", "dvts": "width", "mcts": "expansion_width"}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What a sweep runs; recorded in the manifest, so a resume must match it exactly.
+
+    Attributes:
+        dataset: dataset name (see ``prmsearch.benchmarks.datasets``), ``arith`` by default.
+        dataset_path: a local file for the dataset (default: its standard location).
+        split: dataset split where the dataset has several (``arith``: test).
+        limit: use only the first ``limit`` problems (after the seeded shuffle, if any).
+        shuffle_seed: shuffle the problems with this seed before ``limit``.
+        strategies: strategy names.
+        budgets: values of each strategy's ``n``; ``greedy`` runs once, at budget 1.
+        seeds: run seeds; a problem's seed derives from the run seed and its question.
+        policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
+        temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
+        options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
+            DVTS default to ``width = min(4, n)``, MCTS to ``expansion_width = min(4, n)``.
+        chunk: problems per batched driver run.
+    """
+
+    dataset: str = "arith"
+    dataset_path: str | None = None
+    split: str | None = None
+    limit: int | None = None
+    shuffle_seed: int | None = None
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    budgets: tuple[int, ...] = (1, 4, 16)
+    seeds: tuple[int, ...] = (0,)
+    policy: str | None = None
+    policy_backend: str | None = None
+    prm: str | None = None
+    prm_family: str | None = None
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_step_tokens: int = 256
+    delimiter: str = "\n\n"
+    max_depth: int = 32
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    chunk: int = 64
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        object.__setattr__(self, "budgets", tuple(int(b) for b in self.budgets))
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if not self.strategies:
+            raise ValueError("strategies must name at least one strategy")
+        for name in self.strategies:
+            strategy_spec(name)  # unknown names list the known ones
+        for name in self.options:
+            if name not in self.strategies:
+                raise ValueError(f"options given for strategy {name!r}, which is not in the sweep")
+        if not self.budgets or min(self.budgets) < 1:
+            raise ValueError(f"budgets must be ints >= 1, got {self.budgets}")
+        if not self.seeds:
+            raise ValueError("seeds must not be empty")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+        if self.chunk < 1:
+            raise ValueError(f"chunk must be >= 1, got {self.chunk}")
+        SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
+        for cell in self.cells():
+            self.strategy_options(cell[0], cell[1])
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
+
+    def cells(self) -> list[tuple[str, int, int]]:
+        """Every (strategy, budget, seed) to run, greedy only at budget 1."""
+        cells = []
+        for strategy in self.strategies:
+            budgets = (1,) if strategy == "greedy" else self.budgets
+            for budget in budgets:
+                for seed in self.seeds:
+                    cells.append((strategy, budget, seed))
+        return cells
+
+    def strategy_options(self, strategy: str, budget: int) -> dict[str, Any]:
+        """Options of ``strategy`` at budget ``budget`` (validated by building the config)."""
+        options = dict(self.options.get(strategy, {}))
+        width_option = _WIDTH_OPTION.get(strategy)
+        if width_option and width_option not in options:
+            options[width_option] = math.gcd(budget, 4) if strategy != "mcts" else min(4, budget)
+        if strategy != "greedy":
+            options["n"] = budget
+        strategy_spec(strategy).configure(**options)
+        return options
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("strategies", "budgets", "seeds"):
+            data[key] = list(data[key])
+        return data
+
+
+@dataclass(frozen=True)
+class SweepProblem:
+    """One problem of a sweep: an id, the question and the gold answer."""
+
+    qid: str
+    question: str
+    gold: str
+
+
+def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
+    """The policy and scorer of a sweep, loaded once."""
+    if config.policy_backend and config.policy:
+        policy = resolve_policy(config.policy_backend, model=config.policy)
+    else:
+        policy = resolve_policy(config.policy)
+    return policy, resolve_scorer(config.prm, config.prm_family)
+
+
+def result_row(
+    problem: SweepProblem,
+    strategy: str,
+    budget: int,
+    seed: int,
+    result: SearchResult,
+    grade: Callable[[str | None, str], bool],
+) -> dict[str, Any]:
+    """The results.jsonl row of one finished search."""
+    data = result.to_dict()
+    correct = False
+    if result.error is None and result.answer is not None:
+        correct = bool(grade(result.answer, problem.gold))
+    return {
+        "qid": problem.qid,
+        "strategy": strategy,
+        "budget": budget,
+        "seed": seed,
+        "answer": result.answer,
+        "gold": problem.gold,
+        "correct": correct,
+        "score": data["score"],
+        "steps": data["steps"],
+        "step_scores": data["step_scores"],
+        "ledger": data["ledger"],
+        "error": result.error,
+    }
+
+
+def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, error: str) -> dict:
+    """A row recording that a problem could not be searched at all."""
+    return {
+        "qid": problem.qid,
+        "strategy": strategy,
+        "budget": budget,
+        "seed": seed,
+        "answer": None,
+        "gold": problem.gold,
+        "correct": False,
+        "score": None,
+        "steps": [],
+        "step_scores": [],
+        "ledger": None,
+        "error": error,
+    }
+
+
+def run_sweep(
+    config: SweepConfig,
+    problems: Sequence[SweepProblem],
+    out: Path,
+    *,
+    resume: bool = False,
+    policy: Policy | None = None,
+    scorer: Scorer | None = None,
+    grade: Callable[[str | None, str], bool] | None = None,
+    progress: bool = True,
+    matcher=None,
+) -> ResultsFolder:
+    """Run every cell of ``config`` over ``problems``, appending rows to ``out/results.jsonl``."""
+    folder = ResultsFolder(Path(out))
+    done = folder.open(config.to_dict(), resume=resume)
+    if grade is None:
+        from prmsearch.benchmarks.grading import is_equivalent
+
+        grade = is_equivalent
+    if matcher is None:
+        from prmsearch.benchmarks.grading import search_matcher
+
+        matcher = search_matcher()
+    todo: list[tuple[str, int, int, list[SweepProblem]]] = []
+    for strategy, budget, seed in config.cells():
+        pending = [p for p in problems if (p.qid, strategy, budget, seed) not in done]
+        if pending:
+            todo.append((strategy, budget, seed, pending))
+    total = sum(len(p) for *_, p in todo)
+    if total == 0:
+        return folder
+    if policy is None or scorer is None:
+        policy, scorer = build_backends(config)
+    bar = _progress_bar(total, progress)
+    try:
+        for strategy, budget, seed, pending in todo:
+            searcher = Searcher(
+                policy,
+                scorer,
+                strategy,
+                sampling=config.sampling(),
+                max_depth=config.max_depth,
+                seed=seed,
+                matcher=matcher,
+                **config.strategy_options(strategy, budget),
+            )
+            bar.set_description(f"{strategy} n={budget} seed={seed}")
+            for start in range(0, len(pending), config.chunk):
+                chunk = pending[start : start + config.chunk]
+                _run_chunk(folder, searcher, chunk, strategy, budget, seed, grade, done, bar)
+    finally:
+        bar.close()
+    return folder
+
+
+def _run_chunk(folder, searcher, chunk, strategy, budget, seed, grade, done: set[RowKey], bar):
+    def write(index: int, result: SearchResult) -> None:
+        problem = chunk[index]
+        key = (problem.qid, strategy, budget, seed)
+        if key in done:
+            return
+        folder.append(result_row(problem, strategy, budget, seed, result, grade))
+        done.add(key)
+        bar.update(1)
+
+    seeds = [problem_seed(seed, p.question) for p in chunk]
+    try:
+        searcher.run([p.question for p in chunk], seeds=seeds, on_result=write)
+    except Exception as exc:  # a failure the driver could not contain: record and go on
+        message = f"sweep failed: {type(exc).__name__}: {exc}"
+        for problem in chunk:
+            key = (problem.qid, strategy, budget, seed)
+            if key not in done:
+                folder.append(error_row(problem, strategy, budget, seed, message))
+                done.add(key)
+                bar.update(1)
+
+
+class _NullBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def set_description(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return _NullBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NullBar()
+    return tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True, mininterval=0.5)
+
+
+def timestamped_folder(root: str | Path, dataset: str) -> Path:
+    """A fresh default output folder, ``root/<dataset>-<UTC time>``."""
+    return Path(root) / f"{dataset}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
