@@ -1,0 +1,422 @@
+"""The transformers PRM scorer: batched, incremental step scoring for every PRM family.
+
+Pipeline for a batch of :class:`~prmsearch.scorers.base.ScoreRequest`:
+
+1. The family's :class:`~prmsearch.scorers.formats.PRMFormat` checks the text and gives token
+   ids plus one read position per step; ids after the last read position are dropped (these
+   PRMs are causal, so nothing later can change a score).
+2. Score cache: a step's score depends only on the tokens up to its read position, so scores
+   are cached under a digest of exactly those tokens (bounded LRU). Fully cached requests cost
+   nothing.
+3. KV prefix cache: for the rest, the longest cached token prefix supplies its attention KV,
+   so a beam step pays only for its new tokens. Every scored sequence's KV is stored.
+4. Requests are sorted by new-token count and grouped under a token budget; each group is one
+   forward with layout ``[pad][cached][new][pad]`` (right padding of the new tokens, attention
+   mask, explicit positions). The head runs only at the read positions, its outputs are upcast
+   to float32 before the softmax/sigmoid.
+
+Token counts reported per request: ``tokens_computed`` = tokens run through the model for it,
+``tokens_cached`` = tokens whose result came from either cache. Non-causal token classifiers
+(BERT-like) get no caching (their scores depend on later tokens).
+
+Out-of-memory on an accelerator: a failed group is retried in two halves.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from prmsearch.policies.kv_cache import (
+    PrefixKVCache,
+    SeqKV,
+    check_plain_cache,
+    pack_rows,
+    prefix_digests,
+    row_kv,
+)
+from prmsearch.policies.loading import (
+    count_parameters,
+    free_accelerator_memory,
+    is_oom,
+    load_tokenizer,
+    resolve_device,
+    resolve_dtype,
+)
+from prmsearch.scorers.base import ScoreRequest, StepScores
+from prmsearch.scorers.formats import PRMFormat, make_format
+from prmsearch.scorers.heads import BaseWithHead, load_base_with_head, load_qwen_prm
+
+
+@dataclass(frozen=True)
+class HFPRMConfig:
+    """Settings of :class:`HFPRMScorer`, validated at construction.
+
+    Attributes:
+        model: Hub id or local folder of the PRM.
+        family: PRM family name (``qwen-prm``, ``math-shepherd``, ``rlhflow``, ``skywork``,
+            ``token-cls``); it fixes the input layout, never guessed from the model id.
+        device: ``None`` = CUDA when available else CPU.
+        dtype: ``None`` = bfloat16 on CUDA, float32 on CPU.
+        trust_remote_code: allow the folder's Python code (only the plain transformers
+            families use it; the head families never need it).
+        max_batch_tokens: bound on padded tokens per forward (rows x width).
+        prefix_cache_tokens: bound on tokens whose KV is kept for reuse; 0 disables it.
+        score_cache_entries: bound on cached step scores; 0 disables score caching.
+        attn_implementation: ``"sdpa"`` or ``"eager"`` (passed to ``from_pretrained``).
+        causal: whether the model is causal (enables caching); ``None`` = decide from the
+            family (always causal except a ``token-cls`` model whose type is a masked LM).
+        head_prefix: checkpoint prefix of the value head (skywork; default ``v_head.summary``).
+    """
+
+    model: str
+    family: str
+    device: str | None = None
+    dtype: str | None = None
+    trust_remote_code: bool = False
+    max_batch_tokens: int = 16384
+    prefix_cache_tokens: int = 32768
+    score_cache_entries: int = 200_000
+    attn_implementation: str | None = "sdpa"
+    causal: bool | None = None
+    head_prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"model must be a Hub id or a folder, got {self.model!r}")
+        for name in ("max_batch_tokens",):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        for name in ("prefix_cache_tokens", "score_cache_entries"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if self.attn_implementation not in (None, "sdpa", "eager"):
+            raise ValueError(
+                "attn_implementation must be 'sdpa', 'eager' or None, got "
+                f"{self.attn_implementation!r}"
+            )
+
+
+class _Runner:
+    """Uniform access to a PRM model: hidden states, then the head at read positions."""
+
+    def __init__(self, kind: str, model: Any, label_ids: tuple[int, ...] = ()) -> None:
+        self.kind = kind
+        self.model = model
+        if kind in ("qwen", "value"):
+            self.base, self._head = model.base, model.head
+        elif kind == "lm":
+            self.base = model.base_model
+            lm_head = model.get_output_embeddings()
+            vocab = lm_head.weight.shape[0]
+            bad = [i for i in label_ids if not 0 <= i < vocab]
+            if bad:
+                raise ValueError(f"label ids {bad} are outside the model's vocabulary of {vocab}")
+            idx = torch.tensor(label_ids, device=lm_head.weight.device)
+            self._w = lm_head.weight.index_select(0, idx)
+            bias = getattr(lm_head, "bias", None)
+            self._b = bias.index_select(0, idx) if bias is not None else None
+        elif kind == "token-cls":
+            self.base = model
+        else:  # pragma: no cover - formats define the kinds
+            raise ValueError(f"unknown model kind {kind!r}")
+
+    @property
+    def config(self) -> Any:
+        return self.base.config
+
+    def hidden(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+               past: Any) -> torch.Tensor:
+        kwargs: dict[str, Any] = {"attention_mask": mask, "position_ids": positions}
+        if past is not None:
+            kwargs.update(past_key_values=past, use_cache=True)
+        out = self.base(input_ids=input_ids, **kwargs)
+        return out.logits if self.kind == "token-cls" else out.last_hidden_state
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        if self.kind == "token-cls":
+            return h.float()
+        if self.kind == "lm":
+            out = h @ self._w.T
+            if self._b is not None:
+                out = out + self._b
+            return out.float()
+        weight = next(self._head.parameters())
+        return self._head(h.to(weight.dtype)).float()
+
+
+@dataclass
+class _Job:
+    """The part of one request that needs the model."""
+
+    index: int
+    ids: list[int]
+    positions: list[int]
+    digests: list[bytes]
+    missing: list[int]
+    cached: int
+    kv: SeqKV | None
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def _is_masked_lm_type(config: Any) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def load_prm_model(cfg: HFPRMConfig, fmt_head: str, device: torch.device,
+                   dtype: torch.dtype) -> Any:
+    """Load the model a family's format reads from (see :class:`_Runner` kinds)."""
+    attn = cfg.attn_implementation
+    if fmt_head == "qwen":
+        return load_qwen_prm(cfg.model, dtype=dtype, device=device, attn_implementation=attn)
+    if fmt_head == "value":
+        from transformers import AutoConfig
+
+        hidden = AutoConfig.from_pretrained(cfg.model).hidden_size
+        net = load_base_with_head(cfg.model, torch.nn.Linear(hidden, 1),
+                                  cfg.head_prefix or "v_head.summary", dtype=dtype,
+                                  device=device, attn_implementation=attn)
+        net.head.float()  # Skywork runs its value head in float32
+        return net
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    auto = AutoModelForCausalLM if fmt_head == "lm" else AutoModelForTokenClassification
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
+    if attn is not None:
+        kwargs["attn_implementation"] = attn
+    model = auto.from_pretrained(cfg.model, **kwargs)
+    return model.to(device).eval()
+
+
+class HFPRMScorer:
+    """A :class:`~prmsearch.scorers.base.Scorer` running a PRM family with transformers."""
+
+    def __init__(self, model: str | Path, family: str, *, tokenizer: Any = None,
+                 format_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = HFPRMConfig(model=str(model), family=family, **kwargs)
+        device = resolve_device(cfg.device)
+        dtype = resolve_dtype(cfg.dtype, device)
+        if tokenizer is None:
+            tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
+        fmt = make_format(family, tokenizer, **(format_options or {}))
+        net = load_prm_model(cfg, fmt.head, device, dtype)
+        self._setup(cfg, fmt, net, device)
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, family: str, *,
+                   format_options: dict[str, Any] | None = None, **kwargs: Any) -> HFPRMScorer:
+        """Wrap an in-memory model (e.g. a :class:`BaseWithHead` being trained)."""
+        obj = cls.__new__(cls)
+        cfg = HFPRMConfig(model="<in-memory>", family=family, **kwargs)
+        fmt = make_format(family, tokenizer, **(format_options or {}))
+        obj._setup(cfg, fmt, model.eval(), next(model.parameters()).device)
+        return obj
+
+    def _setup(self, cfg: HFPRMConfig, fmt: PRMFormat, net: Any, device: torch.device) -> None:
+        self.config = cfg
+        self.format = fmt
+        self.model = net
+        self.device = device
+        self.tokenizer = fmt.tokenizer
+        expected = {"qwen": BaseWithHead, "value": BaseWithHead}.get(fmt.head)
+        if expected is not None and not isinstance(net, expected):
+            raise TypeError(f"{cfg.family} needs a BaseWithHead model, got {type(net).__name__}")
+        self._runner = _Runner(fmt.head, net, fmt.label_ids)
+        self._check_head_shape()
+        base_config = self._runner.config
+        self.causal = cfg.causal if cfg.causal is not None else not (
+            fmt.head == "token-cls" and _is_masked_lm_type(base_config)
+        )
+        caching = self.causal
+        self.prefix_cache = PrefixKVCache(cfg.prefix_cache_tokens if caching else 0)
+        self._score_limit = cfg.score_cache_entries if caching else 0
+        self._scores: OrderedDict[bytes, float] = OrderedDict()
+        self._num_parameters = count_parameters(net)
+        text_cfg = base_config.get_text_config() if hasattr(base_config, "get_text_config") else \
+            base_config
+        self.max_length: int | None = getattr(text_cfg, "max_position_embeddings", None)
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = int(pad) if pad is not None else 0
+
+    def _check_head_shape(self) -> None:
+        """Head output width must match the family: 2 logits, 1 value, or 2 labels."""
+        kind = self.format.head
+        if kind == "qwen":
+            width = self.model.head[-1].out_features
+            want = 2
+        elif kind == "value":
+            width, want = self.model.head.out_features, 1
+        elif kind == "token-cls":
+            width, want = int(self.model.config.num_labels), 2
+        else:
+            return
+        if width != want:
+            raise ValueError(
+                f"{self.config.family}: the model head gives {width} outputs per token, the "
+                f"family needs {want}; is this the right family for this checkpoint?"
+            )
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count, for the FLOP estimate."""
+        return self._num_parameters
+
+    def clear_caches(self) -> None:
+        """Drop cached scores and KV."""
+        self._scores.clear()
+        self.prefix_cache.clear()
+
+    # ------------------------------------------------------------------------------- score
+    def encode(self, request: ScoreRequest) -> tuple[list[int], list[int]]:
+        """The family layout of one request: token ids and one read position per step."""
+        self.format.check_text(request.question, request.steps)
+        enc = self.format.encode(request.question, request.steps)
+        return enc.ids, enc.positions
+
+    @torch.inference_mode()
+    def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
+        """One :class:`StepScores` per request, in order (one probability per step)."""
+        results: list[StepScores | None] = [None] * len(requests)
+        jobs: list[_Job] = []
+        for i, req in enumerate(requests):
+            if not req.steps:
+                results[i] = StepScores(np.zeros(0, dtype=np.float64), 0, 0)
+                continue
+            ids, positions = self.encode(req)
+            ids = ids[: positions[-1] + 1]
+            if self.max_length is not None and len(ids) > self.max_length:
+                raise ValueError(
+                    f"request {i}: the {self.config.family} input has {len(ids)} tokens up to the "
+                    f"last step, more than the PRM context of {self.max_length}; score fewer or "
+                    "shorter steps (steps are never silently truncated)"
+                )
+            digests = prefix_digests(ids, [p + 1 for p in positions]) if self._score_limit else []
+            got = [self._scores.get(d) for d in digests] if digests else [None] * len(positions)
+            missing = [j for j, s in enumerate(got) if s is None]
+            if not missing:
+                for d in digests:
+                    self._scores.move_to_end(d)
+                results[i] = StepScores(np.array(got, dtype=np.float64), 0, len(ids))
+                continue
+            limit = positions[missing[0]]
+            cached, kv = self.prefix_cache.lookup(ids, max_len=limit) if self.causal else (0, None)
+            job = _Job(i, ids, positions, digests, missing, cached, kv)
+            job.scores = np.array([s if s is not None else np.nan for s in got], dtype=np.float64)
+            jobs.append(job)
+        jobs.sort(key=lambda j: len(j.ids) - j.cached)
+        for group in self._groups(jobs):
+            self._run_group(group)
+        for job in jobs:
+            results[job.index] = StepScores(job.scores, len(job.ids) - job.cached, job.cached)
+        return results  # type: ignore[return-value]
+
+    def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
+        groups: list[list[_Job]] = []
+        cur: list[_Job] = []
+        c_w = m_w = 0
+        for job in jobs:
+            c2, m2 = max(c_w, job.cached), max(m_w, len(job.ids) - job.cached)
+            if cur and (len(cur) + 1) * (c2 + m2) > self.config.max_batch_tokens:
+                groups.append(cur)
+                cur, c2, m2 = [], job.cached, len(job.ids) - job.cached
+            cur.append(job)
+            c_w, m_w = c2, m2
+        if cur:
+            groups.append(cur)
+        return groups
+
+    def _run_group(self, group: list[_Job]) -> None:
+        try:
+            self._forward_group(group)
+        except Exception as err:
+            if not is_oom(err) or len(group) == 1:
+                raise
+            free_accelerator_memory(self.device)
+            half = len(group) // 2
+            self._run_group(group[:half])
+            self._run_group(group[half:])
+
+    def _forward_group(self, group: list[_Job]) -> None:
+        b = len(group)
+        c_w = max(j.cached for j in group)
+        news = [len(j.ids) - j.cached for j in group]
+        m_w = max(news)
+        input_ids = torch.full((b, m_w), self._pad_id, dtype=torch.long)
+        positions = torch.zeros((b, m_w), dtype=torch.long)
+        mask = torch.zeros((b, c_w + m_w), dtype=torch.long)
+        for r, job in enumerate(group):
+            c, m = job.cached, news[r]
+            input_ids[r, :m] = torch.tensor(job.ids[c:], dtype=torch.long)
+            positions[r, :m] = torch.arange(c, c + m)
+            mask[r, c_w - c : c_w] = 1
+            mask[r, c_w : c_w + m] = 1
+        store = self.prefix_cache.max_tokens > 0
+        if c_w > 0:
+            like = next(j.kv for j in group if j.kv is not None)
+            past = pack_rows([j.kv for j in group], c_w, like=like)
+        else:
+            past = DynamicCache() if store else None
+        dev = self.device
+        hidden = self._runner.hidden(input_ids.to(dev), mask.to(dev), positions.to(dev), past)
+        rows, cols = [], []
+        for r, job in enumerate(group):
+            for j in job.missing:
+                rows.append(r)
+                cols.append(job.positions[j] - job.cached)
+        picked = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
+        probs = self.format.probabilities(self._runner.head(picked)).double().cpu().numpy()
+        k = 0
+        for job in group:
+            for j in job.missing:
+                job.scores[j] = probs[k]
+                if self._score_limit:
+                    self._remember(job.digests[j], float(probs[k]))
+                k += 1
+        if store and past is not None:
+            check_plain_cache(past)
+            for r, job in enumerate(group):
+                c, m = job.cached, news[r]
+                cols_kv = torch.cat([torch.arange(c_w - c, c_w), torch.arange(c_w, c_w + m)])
+                self.prefix_cache.store(job.ids, row_kv(past, r, cols_kv.to(dev)))
+
+    def _remember(self, digest: bytes, score: float) -> None:
+        self._scores[digest] = score
+        self._scores.move_to_end(digest)
+        while len(self._scores) > self._score_limit:
+            self._scores.popitem(last=False)
+
+
+def qwen_prm(model: str | Path, **kwargs: Any) -> HFPRMScorer:
+    """Qwen2.5-Math-PRM family (``Qwen2ForProcessRewardModel`` folders)."""
+    return HFPRMScorer(model, "qwen-prm", **kwargs)
+
+
+def math_shepherd(model: str | Path, **kwargs: Any) -> HFPRMScorer:
+    """Math-Shepherd family (causal LM, ``ки`` step tags, ``+``/``-`` labels)."""
+    return HFPRMScorer(model, "math-shepherd", **kwargs)
+
+
+def rlhflow(model: str | Path, **kwargs: Any) -> HFPRMScorer:
+    """RLHFlow family (causal LM, one chat turn per step, assistant ``+``/``-``)."""
+    return HFPRMScorer(model, "rlhflow", **kwargs)
+
+
+def skywork(model: str | Path, **kwargs: Any) -> HFPRMScorer:
+    """Skywork-o1-Open-PRM family (Qwen2 base + value head, sigmoid)."""
+    return HFPRMScorer(model, "skywork", **kwargs)
+
+
+def token_cls(model: str | Path, **kwargs: Any) -> HFPRMScorer:
+    """Any 2-label ``AutoModelForTokenClassification`` read at a separator token."""
+    return HFPRMScorer(model, "token-cls", **kwargs)

@@ -1,0 +1,203 @@
+"""HFPRMScorer for every family: layout, ranges, batched == one-by-one == incremental, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_scorer_for
+
+from prmsearch.policies.prompt_formats import QWEN_MATH_SYSTEM
+from prmsearch.scorers.base import ScoreRequest, check_scores
+
+PATHS = [
+    ScoreRequest("What is 1+2?", ("1+2 = 3", "So the answer is 3.")),
+    ScoreRequest("Compute 7 * 6.", ("7 * 6 = 42",)),
+    ScoreRequest("Compute 7 * 6.", ("7 * 6 = 42", "Check: 42 / 6 = 7 +", "Answer: 42")),
+    ScoreRequest("A longer question, with more words in it, so lengths differ?",
+                 ("first step\nwith a newline", "second")),
+]
+
+
+@pytest.fixture(scope="module")
+def scorers(family, family_dir):
+    """(caching scorer, scorer with every cache off) for one family."""
+    return (make_scorer_for(family, family_dir),
+            make_scorer_for(family, family_dir, prefix_cache_tokens=0, score_cache_entries=0))
+
+
+def reference_scores(scorer, request) -> np.ndarray:
+    """Full unpadded forward of the whole encoded input, read at the read positions."""
+    ids, positions = scorer.encode(request)
+    x = torch.tensor([ids])
+    runner = scorer._runner
+    with torch.no_grad():
+        h = runner.hidden(x, torch.ones_like(x), torch.arange(len(ids))[None], None)[0]
+        return scorer.format.probabilities(runner.head(h[positions])).double().numpy()
+
+
+def test_one_score_per_step_in_unit_interval(scorers):
+    cached, _ = scorers
+    for r, s in zip(PATHS, cached.score(PATHS)):
+        scores = np.asarray(check_scores(r, s))
+        assert scores.shape == (len(r.steps),)
+        assert np.all((scores >= 0) & (scores <= 1))
+
+
+def test_batched_equals_one_by_one_equals_reference(scorers):
+    _, fresh = scorers
+    batched = [s.scores for s in fresh.score(PATHS)]
+    single = [fresh.score([r])[0].scores for r in PATHS]
+    for r, b, s in zip(PATHS, batched, single):
+        np.testing.assert_allclose(b, s, atol=1e-5)
+        np.testing.assert_allclose(b, reference_scores(fresh, r), atol=1e-5)
+
+
+def test_incremental_equals_full_and_computes_only_new_tokens(scorers):
+    cached, fresh = scorers
+    cached.clear_caches()
+    path = PATHS[2]
+    full = fresh.score([path])[0]
+    total_computed = 0
+    for k in range(1, len(path.steps) + 1):
+        prefix = ScoreRequest(path.question, path.steps[:k])
+        got = cached.score([prefix])[0]
+        np.testing.assert_allclose(got.scores, full.scores[:k], atol=1e-5)
+        if k > 1:
+            assert got.tokens_cached > 0
+        total_computed += got.tokens_computed
+        assert got.tokens_computed + got.tokens_cached == full.tokens_computed if k == len(
+            path.steps) else True
+    assert total_computed == full.tokens_computed  # each token computed exactly once
+    again = cached.score([path])[0]
+    assert (again.tokens_computed, again.tokens_cached) == (0, full.tokens_computed)
+    np.testing.assert_allclose(again.scores, full.scores, atol=1e-5)
+
+
+def test_siblings_share_the_parent_prefix(scorers):
+    cached, fresh = scorers
+    cached.clear_caches()
+    parent = ScoreRequest("Compute 7 * 6.", ("7 * 6 = 42",))
+    kids = [ScoreRequest(parent.question, (*parent.steps, t)) for t in ("42", "Answer: 41", "6*7")]
+    cached.score([parent])
+    got = cached.score(kids)
+    want = fresh.score(kids)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.scores, w.scores, atol=1e-5)
+        assert g.tokens_cached > 0 and g.tokens_computed < w.tokens_computed
+        assert g.tokens_computed + g.tokens_cached == w.tokens_computed
+
+
+def test_small_token_budget_same_scores(family, family_dir, scorers):
+    _, fresh = scorers
+    tight = make_scorer_for(family, family_dir, max_batch_tokens=64)
+    for a, b in zip(tight.score(PATHS), fresh.score(PATHS)):
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
+
+
+def test_empty_request_and_bad_steps(scorers, family):
+    cached, _ = scorers
+    assert cached.score([ScoreRequest("q", ())])[0].scores.shape == (0,)
+    with pytest.raises(ValueError, match="step 1 is empty"):
+        cached.score([ScoreRequest("q", ("a", "  "))])
+    sep = cached.format.separator_text
+    if sep:
+        with pytest.raises(ValueError, match="contains the step separator"):
+            cached.score([ScoreRequest("q", ("a", f"b {sep} c"))])
+
+
+def test_too_long_input_is_an_error(scorers):
+    cached, _ = scorers
+    with pytest.raises(ValueError, match="more than the PRM context"):
+        cached.score([ScoreRequest("q", ("word " * 600,))])
+
+
+def _toks(scorer, ids):
+    return scorer.tokenizer.convert_ids_to_tokens(ids)
+
+
+def test_layout_qwen_prm(qwen_prm_dir):
+    s = make_scorer_for("qwen-prm", qwen_prm_dir)
+    ids, pos = s.encode(ScoreRequest("Q?", ("a", "b")))
+    assert s.tokenizer.decode(ids) == (
+        f"<|im_start|>system\n{QWEN_MATH_SYSTEM}<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n"
+        "<|im_start|>assistant\na<extra_0>b<extra_0><|im_end|>\n"
+    )
+    t = _toks(s, ids)
+    assert [t[p] for p in pos] == ["<extra_0>", "<extra_0>"]
+    assert [t[p - 1] for p in pos] == ["a", "b"]
+
+
+def test_layout_math_shepherd(math_shepherd_dir):
+    s = make_scorer_for("math-shepherd", math_shepherd_dir)
+    ids, pos = s.encode(ScoreRequest("Q?", ("a", "b")))
+    assert s.tokenizer.decode(ids) == "Q? a ки\nb ки"
+    t = _toks(s, ids)
+    assert [t[p] for p in pos] == ["ĠÐºÐ¸"] * 2
+    assert _toks(s, list(s.format.label_ids)) == ["+", "Ġ-"]
+
+
+def test_layout_rlhflow_placeholder_is_exact(rlhflow_dir):
+    s = make_scorer_for("rlhflow", rlhflow_dir)
+    ids, pos = s.encode(ScoreRequest("Q?", ("1 + 1 = 2 +", "+")))
+    assert s.tokenizer.decode(ids) == (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ? 1 + 1 = 2 +<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n+<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n+<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n+<|eot_id|>"
+    )
+    plus = s.tokenizer.convert_tokens_to_ids("+")
+    assert [ids[p + 1] for p in pos] == [plus, plus]
+    assert [_toks(s, ids)[p] for p in pos] == ["ĊĊ", "ĊĊ"]
+
+
+def test_layout_skywork(skywork_dir):
+    s = make_scorer_for("skywork", skywork_dir)
+    ids, pos = s.encode(ScoreRequest("Q?", ("a\nb", "c")))
+    assert s.tokenizer.decode(ids) == "<|bos|>Q?\na b\nc\n"
+    t = _toks(s, ids)
+    assert [t[p] for p in pos] == ["Ċ", "Ċ"]
+    assert [t[p - 1] for p in pos] == ["b", "c"]
+    assert t[0] == "<|bos|>"
+
+
+def test_layout_token_cls(token_cls_dir):
+    s = make_scorer_for("token-cls", token_cls_dir)
+    ids, pos = s.encode(ScoreRequest("Q?", ("a", "b")))
+    assert s.tokenizer.decode(ids) == "Q?\na<sep>b<sep>"
+    assert [_toks(s, ids)[p] for p in pos] == ["<sep>", "<sep>"]
+
+
+def test_family_errors(qwen_prm_dir, math_shepherd_dir, skywork_dir):
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    with pytest.raises(ValueError, match=r"unknown PRM family 'qwen'.*known families"):
+        HFPRMScorer(qwen_prm_dir, "qwen", device="cpu")
+    with pytest.raises(ValueError, match="Qwen2ForProcessRewardModel"):
+        HFPRMScorer(math_shepherd_dir, "qwen-prm", device="cpu",
+                    tokenizer=make_scorer_for("qwen-prm", qwen_prm_dir).tokenizer)
+    with pytest.raises(ValueError, match="chat template"):
+        HFPRMScorer(math_shepherd_dir, "rlhflow", device="cpu")
+    with pytest.raises(KeyError, match=r"no tensors under 'v_head\.summary'"):
+        HFPRMScorer(qwen_prm_dir, "skywork", device="cpu",
+                    tokenizer=make_scorer_for("skywork", skywork_dir).tokenizer)
+    with pytest.raises(ValueError, match="single token"):
+        HFPRMScorer(qwen_prm_dir, "token-cls", device="cpu",
+                    format_options={"separator": "<nope>"})
+
+
+def test_config_validation(qwen_prm_dir):
+    from prmsearch.scorers.hf import HFPRMConfig
+
+    with pytest.raises(ValueError, match="max_batch_tokens must be an int >= 1, got 0"):
+        HFPRMConfig(model="m", family="qwen-prm", max_batch_tokens=0)
+    with pytest.raises(ValueError, match="prefix_cache_tokens"):
+        HFPRMConfig(model="m", family="qwen-prm", prefix_cache_tokens=-1)
+
+
+def test_factories_and_num_parameters(qwen_prm_dir):
+    from prmsearch.scorers import hf
+
+    s = hf.qwen_prm(qwen_prm_dir, device="cpu")
+    assert s.config.family == "qwen-prm"
+    assert s.num_parameters == sum(p.numel() for p in s.model.parameters())
