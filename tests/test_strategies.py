@@ -199,3 +199,23 @@ def test_same_seed_same_result_for_every_strategy():
         c = run_one(*synthetic_backends(), strategy, seed=4)[0]
         assert a.tree == b.tree and a.answer == b.answer, name
         assert c.tree != a.tree, name
+
+
+class _Recorder(ScriptedPolicy):
+    def __init__(self, script):
+        super().__init__(script)
+        self.requests = []
+
+    def generate(self, requests):
+        self.requests.extend(requests)
+        return super().generate(requests)
+
+
+def test_greedy_makes_one_temperature_zero_solution():
+    policy = _Recorder({(): ["s1"], ("s1",): ["\\boxed{3}"]})
+    result, _ = run_one(policy, ScriptedScorer({}), make_strategy("greedy"))
+    (request,) = policy.requests
+    assert request.sampling.temperature == 0.0 and request.n == 1 and not request.stop_at_step
+    assert result.answer == "3" and result.steps == ("s1", "\\boxed{3}")
+    with pytest.raises(ValueError, match="n must be 1 for greedy"):
+        make_strategy("greedy", n=4)
