@@ -54,6 +54,15 @@ def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwa
     return scorer
 
 
+def default_annotation(policy: object) -> Callable[[str], str | None] | None:
+    """The embedded models' domain note when ``policy`` is the default (None), else nothing."""
+    if policy is None or policy == "arith":
+        from prmsearch.arith.defaults import domain_note
+
+        return domain_note
+    return None
+
+
 class Searcher:
     """One strategy over batched backends, reusable across calls: a decoding layer.
 
@@ -75,6 +84,7 @@ class Searcher:
         stop_on_answer: bool = True,
         seed: int = 0,
         matcher: AnswerMatcher | None = None,
+        annotate: Callable[[str], str | None] | None = None,
         **options: Any,
     ) -> None:
         self.policy = policy
@@ -88,6 +98,7 @@ class Searcher:
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()
+        self.annotate = annotate
         self.last_stats: RunStats | None = None
         self.last_ledger: Ledger | None = None
 
@@ -103,7 +114,17 @@ class Searcher:
         if seeds is None:
             seeds = [problem_seed(self.seed, q) for q in questions]
         driver = Driver(self.policy, self.scorer, self.config, self.matcher)
-        results = driver.run(questions, self.strategy, seeds, on_result=on_result)
+        notify = on_result
+        if self.annotate is not None:
+
+            def notify(index: int, result: SearchResult) -> None:
+                note = self.annotate(result.question)
+                if note:
+                    result.notes.append(note)
+                if on_result is not None:
+                    on_result(index, result)
+
+        results = driver.run(questions, self.strategy, seeds, on_result=notify)
         self.last_stats = driver.stats
         self.last_ledger = Ledger.total((r.ledger for r in results), wall_s=driver.stats.wall_s)
         return results
@@ -139,5 +160,6 @@ def solve(
         sampling=sampling,
         max_depth=max_depth,
         seed=seed,
+        annotate=default_annotation(policy),
     )
     return searcher(question)

@@ -7,8 +7,16 @@ from prmsearch.scorers.base import SCORERS, register_scorer
 
 _POLICIES = {
     "hf": ("prmsearch.policies.hf:HFPolicy", "Hugging Face transformers causal LM"),
+    "arith": ("prmsearch.arith.defaults:arith_policy", "the embedded arithmetic policy (default)"),
 }
-_SCORERS: dict[str, tuple[str, str]] = {}
+_SCORERS: dict[str, tuple[str, str]] = {
+    "qwen-prm": ("prmsearch.scorers.hf:qwen_prm", "Qwen2.5-Math-PRM layout (<extra_0>, 2-class head)"),
+    "math-shepherd": ("prmsearch.scorers.hf:math_shepherd", "Math-Shepherd (ки tags, +/- logits)"),
+    "rlhflow": ("prmsearch.scorers.hf:rlhflow", "RLHFlow multi-turn chat PRM (+/- turns)"),
+    "skywork": ("prmsearch.scorers.hf:skywork", "Skywork PRM (value head, sigmoid)"),
+    "token-cls": ("prmsearch.scorers.hf:token_cls", "any 2-label token classifier at a separator"),
+    "arith": ("prmsearch.arith.defaults:arith_prm", "the embedded arithmetic PRM (default)"),
+}
 
 
 def register_builtin_backends() -> None:

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from prmsearch.api import Searcher, resolve_policy, resolve_scorer
+from prmsearch.api import Searcher, default_annotation, resolve_policy, resolve_scorer
 from prmsearch.policies.base import SamplingParams
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
@@ -80,6 +80,7 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
         policy,
         scorer,
         args.strategy,
+        annotate=default_annotation(args.policy),
         sampling=sampling,
         max_depth=args.max_depth,
         seed=args.seed,
@@ -101,6 +102,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
             f"cost: {ledger.generations} generations, {ledger.generated_tokens} tokens generated, "
             f"{ledger.prm_tokens_computed} PRM tokens, {ledger.flops:.3g} FLOPs, {ledger.wall_s:.2f}s"
         )
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
         if result.error:
             print(f"error: {result.error}", file=sys.stderr)
     return 1 if result.error else 0
@@ -239,7 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_EXTRA_COMMANDS: list = []
+def _benchmark_commands(sub) -> None:
+    from prmsearch.benchmarks.commands import register_commands
+
+    register_commands(sub)
+
+
+_EXTRA_COMMANDS: list = [_benchmark_commands]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -82,6 +82,7 @@ class SearchResult:
         ledger: compute spent on this problem.
         seed: the problem's seed.
         error: ``"ExceptionType: message"`` when the search failed, else None.
+        notes: remarks for the user (e.g. a question outside the models' domain).
     """
 
     question: str
@@ -96,6 +97,7 @@ class SearchResult:
     ledger: Ledger
     seed: int
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -116,6 +118,7 @@ class SearchResult:
             "seed": self.seed,
             "nodes": len(self.tree),
             "error": self.error,
+            "notes": list(self.notes),
         }
         if include_tree:
             data["tree"] = self.tree.to_dict()

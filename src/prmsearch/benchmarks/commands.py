@@ -1,0 +1,224 @@
+"""The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands.
+
+``register_commands(subparsers)`` adds both to the CLI's argparse subparsers. Each command maps its
+flags onto the frozen config of its module (:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
+:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`) and returns an exit code: 0 when it
+ran, 2 on bad input (the reason on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "register_commands"]
+
+
+def _load_champ() -> list[dict[str, Any]]:
+    from prmsearch.benchmarks.champ import load_champ_processbench
+
+    return load_champ_processbench()
+
+
+#: Built-in ProcessBench-format datasets for ``eval-prm --dataset``: name -> loader of row dicts.
+PROCESSBENCH_DATASETS: dict[str, Callable[[], list[dict[str, Any]]]] = {"champ": _load_champ}
+
+
+def _unescape(text: str) -> str:
+    """Let shell users write a delimiter as ``\\n\\n``."""
+    return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
+
+
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(kind(x.strip()) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+
+    return parse
+
+
+def _fail(command: str, exc: BaseException) -> int:
+    print(f"prmsearch {command}: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    from prmsearch.benchmarks.champ import ChampUnavailableError
+
+    return (ValueError, KeyError, FileNotFoundError, ChampUnavailableError)
+
+
+# ---------------------------------------------------------------------------------------------
+# aggregate
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    """Re-aggregate saved responses: accuracy per selection x aggregation x N."""
+    from prmsearch.api import resolve_scorer
+    from prmsearch.benchmarks.aggregate import (
+        AggregateConfig,
+        load_aggregate_rows,
+        markdown_table,
+        rows_to_jsonl,
+        run_aggregate,
+        write_outputs,
+    )
+
+    try:
+        config = AggregateConfig(
+            ns=args.ns,
+            subsamples=args.subsamples,
+            seed=args.seed,
+            selections=args.selections,
+            aggregations=args.aggregations,
+            delimiter=_unescape(args.delimiter),
+            batch_size=args.batch_size,
+            skip_bad_rows=args.skip_bad_rows,
+        )
+        rows, errors = load_aggregate_rows(args.input, skip_bad_rows=config.skip_bad_rows)
+        needs_prm = any(row.scores is None for row in rows)
+        scorer = resolve_scorer(args.prm, args.prm_family) if needs_prm and args.prm else None
+        report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors)
+    except _input_errors() as exc:
+        return _fail("aggregate", exc)
+    report["input"] = str(args.input)
+    if args.write_scores:
+        rows_to_jsonl(scored, args.write_scores)
+    if args.out:
+        write_outputs(report, args.out)
+    print(json.dumps(report) if args.json else markdown_table(report), end="" if not args.json else "\n")
+    return 0
+
+
+def _add_aggregate(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "aggregate",
+        help="accuracy of argmax/majority/weighted x min/last/prod/mean at each N, from saved responses",
+        description=(
+            "Input: JSONL rows {question, answer, responses: [...], scores: optional (per response a "
+            "float or a list of step scores)}. Rows without scores are scored by --prm."
+        ),
+    )
+    parser.add_argument("input", help="JSONL file of questions with responses")
+    parser.add_argument("--subsamples", type=int, default=16, help="random subsets per question and N")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ns", type=_csv(int), default=None, help="sizes N, e.g. 1,4,16 (default: powers of 2)"
+    )
+    parser.add_argument("--selections", type=_csv(str), default=("argmax", "majority", "weighted"))
+    parser.add_argument("--aggregations", type=_csv(str), default=("min", "last", "prod", "mean"))
+    parser.add_argument("--prm", default=None, help="scorer name or PRM model path, for rows without scores")
+    parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    parser.add_argument(
+        "--delimiter", default="\n\n", help="step delimiter for PRM scoring (default: blank line)"
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="responses per PRM call")
+    parser.add_argument("--skip-bad-rows", action="store_true", help="record malformed rows and go on")
+    parser.add_argument("--write-scores", default=None, metavar="PATH", help="save the scored rows as JSONL")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--out", default=None, help="folder for aggregate.json and aggregate.md")
+    parser.set_defaults(func=cmd_aggregate)
+
+
+# ---------------------------------------------------------------------------------------------
+# eval-prm
+# ---------------------------------------------------------------------------------------------
+
+
+def _eval_rows(args: argparse.Namespace):
+    from prmsearch.benchmarks.processbench import load_rows, rows_from_dicts
+
+    if args.dataset and args.inputs:
+        raise ValueError("give input files or --dataset, not both")
+    if args.dataset:
+        loader = PROCESSBENCH_DATASETS.get(args.dataset)
+        if loader is None:
+            known = ", ".join(sorted(PROCESSBENCH_DATASETS))
+            raise ValueError(f"unknown --dataset {args.dataset!r}; known: {known} (or pass JSONL files)")
+        raw = loader()
+        return rows_from_dicts(
+            enumerate(raw, start=1), source=args.dataset, split=args.dataset,
+            split_field=args.split_field, skip_bad_rows=args.skip_bad_rows,
+        )  # fmt: skip
+    return load_rows(args.inputs, split_field=args.split_field, skip_bad_rows=args.skip_bad_rows)
+
+
+def cmd_eval_prm(args: argparse.Namespace) -> int:
+    """Step-level PRM evaluation on ProcessBench-format rows: first-error accuracy and F1 per split."""
+    from prmsearch.api import resolve_scorer
+    from prmsearch.benchmarks.processbench import (
+        EvalPrmConfig,
+        markdown_report,
+        predicted_first_error,
+        run_eval_prm,
+        write_report,
+    )
+
+    try:
+        config = EvalPrmConfig(
+            threshold=args.threshold,
+            tune_on=args.tune_on,
+            grid_step=args.grid_step,
+            batch_size=args.batch_size,
+        )
+        if args.limit is not None and args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        rows, errors = _eval_rows(args)
+        if args.limit is not None:
+            rows = rows[: args.limit]
+        scorer = resolve_scorer(args.prm, args.prm_family)
+        report, scores = run_eval_prm(scorer, rows, config, errors)
+    except _input_errors() as exc:
+        return _fail("eval-prm", exc)
+    report["dataset"] = args.dataset or [str(p) for p in args.inputs]
+    if args.save_scores:
+        with Path(args.save_scores).open("w", encoding="utf-8") as handle:
+            for row, values in zip(rows, scores, strict=True):
+                predicted = None if values is None else predicted_first_error(values, report["threshold"])
+                record = {"id": row.id, "split": row.split, "label": row.label, "scores": values}
+                handle.write(json.dumps({**record, "predicted": predicted}) + "\n")
+    if args.out:
+        write_report(report, args.out)
+    print(json.dumps(report) if args.json else markdown_report(report), end="" if not args.json else "\n")
+    return 0
+
+
+def _add_eval_prm(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "eval-prm",
+        help="ProcessBench-style first-error F1 of a PRM, per split",
+        description=(
+            "Input: ProcessBench JSONL rows {problem, steps: [...], label (first wrong step or -1), id?}. "
+            "The first step scored below the threshold is the prediction."
+        ),
+    )
+    parser.add_argument("inputs", nargs="*", help="JSONL/JSON files (several files: one split each)")
+    parser.add_argument(
+        "--dataset", default=None, help=f"built-in dataset: {', '.join(PROCESSBENCH_DATASETS)}"
+    )
+    parser.add_argument("--split-field", default=None, help="row field whose value is the split, e.g. source")
+    parser.add_argument("--threshold", type=float, default=None, help="fixed threshold (default 0.5)")
+    parser.add_argument("--tune-on", default=None, metavar="SPLIT", help="tune the threshold on this split")
+    parser.add_argument("--grid-step", type=float, default=0.01, help="spacing of the tuning grid")
+    parser.add_argument("--prm", default=None, help="scorer name or PRM model path (default: embedded)")
+    parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per PRM call")
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
+    parser.add_argument("--skip-bad-rows", action="store_true", help="record malformed rows and go on")
+    parser.add_argument("--save-scores", default=None, metavar="PATH", help="save step scores as JSONL")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--out", default=None, help="folder for eval_prm.json and eval_prm.md")
+    parser.set_defaults(func=cmd_eval_prm)
+
+
+def register_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``aggregate`` and ``eval-prm`` to the ``prmsearch`` CLI's subparsers."""
+    _add_aggregate(subparsers)
+    _add_eval_prm(subparsers)
