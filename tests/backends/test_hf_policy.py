@@ -60,7 +60,7 @@ def feed(policy, tokens, delimiter="\n\n", max_new=50, stop=True):
     ids = [tok.convert_tokens_to_ids(t) for t in tokens]
     row, r = _RowState(0, 0), req(delimiter=delimiter, max_new=max_new, stop=stop)
     for k, t in enumerate(ids):
-        out = policy._advance(row, r, t, -0.5)
+        out = policy._advance(row, r, max_new, t, -0.5)
         if out is not None:
             return out, k + 1
     return None, len(ids)
@@ -235,8 +235,19 @@ def test_oom_retry_with_half_batch(policy, monkeypatch):
 
 
 def test_context_overflow_is_an_error(policy):
-    with pytest.raises(ValueError, match="exceeds the model context"):
-        policy.generate([req(question="x" * 300, n=1)])
+    context = policy.model.config.max_position_embeddings
+    with pytest.raises(ValueError, match="the model context only"):
+        policy.generate([req(question="x " * context, n=1)])
+
+
+def test_generation_stops_at_the_context_end_with_finish_length(policy):
+    context = policy.model.config.max_position_embeddings
+    prompt = len(policy.prompt_ids(QUESTION, ()))
+    (gen,) = policy.generate([req(n=2, max_new=context, stop=False, temperature=1.0)])
+    for sample in gen.samples:
+        assert len(sample.token_ids) <= context - prompt
+        if sample.finish is Finish.LENGTH:
+            assert len(sample.token_ids) == context - prompt
 
 
 def test_num_parameters(policy):

@@ -108,6 +108,7 @@ class _Prepared:
     request: GenerationRequest
     ids: list[int]
     seed: int
+    max_new: int
 
 
 @dataclass
@@ -220,15 +221,17 @@ class HFPolicy:
         ids = self.prompt_ids(req.question, req.steps, req.sampling.delimiter)
         if not ids:
             raise ValueError(f"request {index}: the prompt tokenised to no tokens")
-        need = len(ids) + req.sampling.max_new_tokens
-        if self._max_positions is not None and need > self._max_positions:
-            raise ValueError(
-                f"request {index}: prompt of {len(ids)} tokens + max_new_tokens="
-                f"{req.sampling.max_new_tokens} exceeds the model context of "
-                f"{self._max_positions}; lower max_new_tokens or shorten the path"
-            )
+        max_new = req.sampling.max_new_tokens
+        if self._max_positions is not None:
+            if len(ids) >= self._max_positions:
+                raise ValueError(
+                    f"request {index}: the prompt has {len(ids)} tokens, the model context only "
+                    f"{self._max_positions}; shorten the question or the path (nothing is truncated)"
+                )
+            # generation stops at the context end with finish "length", never by dropping input
+            max_new = min(max_new, self._max_positions - len(ids))
         seed = req.seed if req.seed is not None else secrets.randbits(63)
-        return _Prepared(index, req, ids, normalise_seed(seed))
+        return _Prepared(index, req, ids, normalise_seed(seed), max_new)
 
     # ---------------------------------------------------------------------------- generate
     @torch.inference_mode()
@@ -268,7 +271,7 @@ class HFPolicy:
         rows = [_RowState(g, s) for g, p in enumerate(group) for s in range(p.request.n)]
         outputs: dict[tuple[int, int], StepOutput] = {}
         width = pre.mask.shape[1]
-        longest = max(p.request.sampling.max_new_tokens for p in group)
+        longest = max(p.max_new for p in group)
         chunk = max(1, self.config.max_batch_tokens // (width + longest))
         for start in range(0, len(rows), chunk):
             self._decode_with_retry(pre, group, rows[start : start + chunk], outputs)
@@ -358,7 +361,8 @@ class HFPolicy:
                         np.array([r.sample for r in rows], dtype=np.uint64))
         live = list(range(len(rows)))  # batch position -> index into rows
         done = [False] * len(rows)
-        steps = max(q.sampling.max_new_tokens for q in reqs)
+        limits = [group[r.group_pos].max_new for r in rows]
+        steps = max(limits)
         for t in range(steps):
             u = torch.from_numpy(uniforms(keys, t)).to(dev)
             tokens, lps = choose_tokens(logits, temperature, top_p, u)
@@ -366,7 +370,7 @@ class HFPolicy:
             for j, ri in enumerate(live):
                 if done[ri]:
                     continue
-                out = self._advance(rows[ri], reqs[ri], tok_list[j], lp_list[j])
+                out = self._advance(rows[ri], reqs[ri], limits[ri], tok_list[j], lp_list[j])
                 if out is not None:
                     outputs[(rows[ri].group_pos, rows[ri].sample)] = out
                     done[ri] = True
@@ -386,7 +390,7 @@ class HFPolicy:
             next_pos = next_pos + 1
         raise RuntimeError("decode loop ended with unfinished rows")  # pragma: no cover
 
-    def _advance(self, row: _RowState, req: GenerationRequest, tok: int, lp: float
+    def _advance(self, row: _RowState, req: GenerationRequest, limit: int, tok: int, lp: float
                  ) -> StepOutput | None:
         """Append one token to a sample; return its output when the sample is finished."""
         row.ids.append(tok)
@@ -404,7 +408,7 @@ class HFPolicy:
                 ids = row.ids[: cut.n_tokens]
                 return StepOutput(cut.text, tuple(ids), float(sum(row.logprobs[: cut.n_tokens])),
                                   Finish.STEP)
-        if len(row.ids) >= sp.max_new_tokens:
+        if len(row.ids) >= limit:
             return StepOutput(decode(self.tokenizer, row.ids), tuple(row.ids),
                               float(sum(row.logprobs)), Finish.LENGTH)
         return None
