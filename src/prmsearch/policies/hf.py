@@ -40,6 +40,7 @@ from prmsearch.policies.loading import (
     is_oom,
     load_tokenizer,
     local_dir,
+    quiet_loading,
     resolve_device,
     resolve_dtype,
 )
@@ -141,7 +142,8 @@ def load_causal_lm(cfg: HFPolicyConfig, device: torch.device, dtype: torch.dtype
         kwargs["gguf_file"] = cfg.gguf_file
     if cfg.attn_implementation is not None:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
+    with quiet_loading():
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
     return model.to(device).eval()
 
 

@@ -6,6 +6,9 @@ overridden. Models load by Hub id or local folder; remote code stays off unless 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +75,24 @@ def free_accelerator_memory(device: torch.device) -> None:
     """Release cached allocator blocks after an out-of-memory error."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' per-load progress bars and key reports while loading weights.
+
+    The library prints a bar per checkpoint and lists head keys it does not know (the PRM heads,
+    which this project loads itself) as "unexpected"; both are noise in a search CLI.
+    """
+    from transformers.utils import logging as hf_logging
+
+    previous = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(previous)
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -47,6 +47,7 @@ from prmsearch.policies.loading import (
     free_accelerator_memory,
     is_oom,
     load_tokenizer,
+    quiet_loading,
     resolve_device,
     resolve_dtype,
 )
@@ -195,7 +196,8 @@ def load_prm_model(cfg: HFPRMConfig, fmt_head: str, device: torch.device,
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": cfg.trust_remote_code}
     if attn is not None:
         kwargs["attn_implementation"] = attn
-    model = auto.from_pretrained(cfg.model, **kwargs)
+    with quiet_loading():
+        model = auto.from_pretrained(cfg.model, **kwargs)
     return model.to(device).eval()
 
 
