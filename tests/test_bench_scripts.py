@@ -1,0 +1,72 @@
+"""The benchmark scripts run end to end on a CPU and report sane figures.
+
+Each script runs as a subprocess with one torch thread (a few seconds each on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``scripts/<name>`` with the current interpreter, offline, on one CPU thread."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), "--threads", "1", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_gpu_bench_small_prints_table_and_writes_json(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = run_script("gpu_bench.py", "--small", "--out", str(out))
+    assert "| measurement | tokens/s | roofline tokens/s | measured/roofline |" in proc.stdout
+    assert "PRM roofline = 989 TFLOP/s" in proc.stdout
+    data = json.loads(out.read_text())
+    names = [m["name"] for m in data["measurements"]]
+    assert sum(n.startswith("PRM scoring") for n in names) == 4
+    assert sum(n.startswith("policy decode") for n in names) == 2
+    for m in data["measurements"]:
+        assert m["error"] is None, m
+        assert m["name"] in proc.stdout
+        assert m["tokens"] > 0 and m["seconds"] > 0
+        assert m["measured_tps"] > 0 and m["roofline_tps"] > 0
+        assert math.isfinite(m["ratio"]) and m["ratio"] > 0
+
+
+def test_bench_backends_quick_shows_reuse_savings(tmp_path):
+    out = tmp_path / "backends.json"
+    proc = run_script("bench_backends.py", "--quick", "--json", str(out))
+    assert "| measure | A | A value | B | B value | A's gain |" in proc.stdout
+    for row in ("PRM scoring tokens/s", "PRM tokens computed", "policy prompt tokens computed"):
+        assert row in proc.stdout
+    data = json.loads(out.read_text())
+    a, b, scoring = data["reuse"], data["baseline"], data["scoring"]
+    assert a["depth"] >= 8 and b["depth"] == a["depth"]
+    # the same search, with and without reuse: same samples, same scores
+    assert data["same_samples"] is True
+    assert data["score_max_abs_diff"] < 1e-4
+    # incremental PRM scoring computes fewer tokens; the full re-score is exactly computed + cached
+    assert b["prm_computed"] == a["prm_computed"] + a["prm_cached"]
+    assert b["prm_computed"] > 2 * a["prm_computed"]
+    # prefix reuse computes fewer prompt tokens than no reuse, which beats n x prompt per request
+    assert a["prompt_naive"] > b["prompt_computed"] > 2 * a["prompt_computed"]
+    assert a["generations"] == b["generations"] and a["generated_tokens"] == b["generated_tokens"]
+    # throughput: batched and one-by-one score the same tokens to the same values
+    assert scoring["tokens"] > 0 and scoring["batched_s"] > 0 and scoring["single_s"] > 0
+    assert scoring["max_abs_diff"] < 1e-4
