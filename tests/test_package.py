@@ -77,3 +77,14 @@ def test_cli_reports_bad_options(capsys, synthetic_registered):
         == 2
     )
     assert "known strategy names" in capsys.readouterr().err
+
+
+def test_questions_outside_the_embedded_domain_get_a_note():
+    from prmsearch import Searcher
+    from prmsearch.arith.defaults import domain_note
+
+    assert domain_note("Start with 12. Add 5. Multiply by 3. What is the result?") is None
+    assert "outside that domain" in domain_note("Prove that there are infinitely many primes.")
+    policy, scorer = synthetic_backends(depth=2)
+    result = Searcher(policy, scorer, "beam", n=4, annotate=domain_note)("What is love?")
+    assert result.answer is not None and "outside that domain" in result.notes[0]

@@ -15,6 +15,10 @@ _SCORERS: dict[str, tuple[str, str]] = {
     "rlhflow": ("prmsearch.scorers.hf:rlhflow", "RLHFlow multi-turn chat PRM (+/- turns)"),
     "skywork": ("prmsearch.scorers.hf:skywork", "Skywork PRM (value head, sigmoid)"),
     "token-cls": ("prmsearch.scorers.hf:token_cls", "any 2-label token classifier at a separator"),
+    "policy-confidence": (
+        "prmsearch.scorers.confidence:policy_confidence",
+        "PRM-free baseline: the policy's minimum token probability so far",
+    ),
     "arith": ("prmsearch.arith.defaults:arith_prm", "the embedded arithmetic PRM (default)"),
 }
 

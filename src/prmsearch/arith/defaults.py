@@ -1,0 +1,61 @@
+"""The embedded default backends: the shipped arithmetic policy and PRM, made by name ``arith``.
+
+They run anywhere in seconds on a CPU. They know only the arithmetic domain of
+``prmsearch.arith.problems``: other questions still get an answer attempt, with a note saying so.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from prmsearch.arith.models import ShippedModelError, default_policy_path
+
+PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --ship"
+_PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+_DOMAIN = re.compile(
+    r"^Start with \d+\.(?: (?:Add|Subtract|Multiply by|Divide by) \d+\.)+ What is the result\?$"
+)
+
+
+def default_prm_path() -> Path:
+    """The folder of the shipped arithmetic PRM, checked for completeness."""
+    folder = default_policy_path().parent / "prm"
+    hint = f"retrain it with: {PRM_RETRAIN_COMMAND}"
+    if not folder.is_dir():
+        raise ShippedModelError(f"the shipped PRM folder {folder} is missing; {hint}")
+    for name in _PRM_FILES:
+        path = folder / name
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ShippedModelError(f"the shipped PRM file {path} is missing or empty; {hint}")
+    if (folder / "model.safetensors").read_bytes()[:8] in (b"version ", b"\x00" * 8):
+        raise ShippedModelError(f"{folder / 'model.safetensors'} is not a safetensors file; {hint}")
+    return folder
+
+
+def arith_policy(**kwargs: Any):
+    """The shipped policy through the transformers backend (CPU, fp32 by default)."""
+    from prmsearch.policies.hf import HFPolicy
+
+    kwargs.setdefault("device", "cpu")
+    return HFPolicy(model=str(default_policy_path()), **kwargs)
+
+
+def arith_prm(**kwargs: Any):
+    """The shipped PRM through the ``qwen-prm`` transformers scorer."""
+    from prmsearch.scorers.hf import qwen_prm
+
+    kwargs.setdefault("device", "cpu")
+    return qwen_prm(model=str(default_prm_path()), **kwargs)
+
+
+def domain_note(question: str) -> str | None:
+    """A note for questions outside the embedded models' domain (None when inside it)."""
+    if _DOMAIN.match(question.strip()):
+        return None
+    return (
+        "the embedded default models know only arithmetic chains such as 'Start with 12. Add 5. "
+        "Multiply by 3. What is the result?'; this question is outside that domain, so the answer "
+        "is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real models."
+    )

@@ -1,0 +1,180 @@
+"""Step labels for training the arithmetic PRM, from three sources.
+
+Following "The Lessons of Developing Process Reward Models in Mathematical Reasoning"
+(Zhang et al., 2025), the same policy samples are labelled three ways:
+
+* ``checker``: the exact checker (the analogue of human annotation): steps before the first
+  error are correct (1), the first wrong step and everything after it are wrong (0);
+* ``mc``: Monte Carlo estimation (Math-Shepherd): ``k`` policy rollouts from each step prefix;
+  the soft label is the fraction that reaches the gold answer, the hard label is "any did";
+* ``consensus``: the checker's labels, kept only on the steps where the MC hard label agrees.
+
+Sampling and rollouts run through the engine's own tree and batched driver: one search per
+problem samples the solutions, then expands every distinct step prefix with ``k`` whole-solution
+rollouts, so shared prefixes are rolled out once.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from prmsearch.api import Searcher
+from prmsearch.arith.checker import check_solution
+from prmsearch.arith.problems import ArithProblem
+from prmsearch.policies.base import Policy, SamplingParams
+from prmsearch.scorers.scripted import ScriptedScorer
+from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
+from prmsearch.search.strategies.common import require_int
+from prmsearch.tree import ROOT, SearchTree
+
+
+class LabelSource(str, enum.Enum):
+    """Where step labels come from."""
+
+    CHECKER = "checker"
+    MC = "mc"
+    MC_SOFT = "mc-soft"
+    CONSENSUS = "consensus"
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Policy samples per problem and MC rollouts per distinct step prefix."""
+
+    samples: int = 4
+    rollouts: int = 4
+
+    def __post_init__(self) -> None:
+        require_int("samples", self.samples, 1)
+        require_int("rollouts", self.rollouts, 0)
+
+
+def sample_then_roll_out(tree: SearchTree, cfg: RolloutConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Sample whole solutions, then roll out ``cfg.rollouts`` solutions from each distinct prefix."""
+    (leaves,) = yield Expand(((ROOT, cfg.samples),), full_solution=True)
+    if cfg.rollouts:
+        prefixes: dict[tuple[str, ...], int] = {}
+        for leaf in leaves:
+            for node in tree.path(leaf):
+                if not tree.terminal[node]:
+                    prefixes.setdefault(tree.path_steps(node), node)
+        if prefixes:
+            yield Expand(tuple((node, cfg.rollouts) for node in prefixes.values()), full_solution=True)
+    return Choice(leaves[0], tuple(leaves))
+
+
+ROLLOUTS = StrategySpec("mc_rollouts", RolloutConfig, sample_then_roll_out, "samples plus MC rollouts")
+
+
+@dataclass(frozen=True)
+class LabelledSolution:
+    """One policy solution with its step labels from every source.
+
+    Attributes:
+        checker: 1.0 before the first error, 0.0 from it on.
+        mc_soft: fraction of rollouts from each step prefix that reach the gold answer (for the
+            last step: whether its own answer is right); empty when no rollouts were made.
+    """
+
+    problem_id: str
+    question: str
+    steps: tuple[str, ...]
+    first_error: int
+    answer_correct: bool
+    checker: tuple[float, ...]
+    mc_soft: tuple[float, ...]
+
+    def labels(self, source: LabelSource | str) -> list[float | None]:
+        """Per-step training targets for ``source``; None masks a step out."""
+        source = LabelSource(source)
+        if source is LabelSource.CHECKER:
+            return list(self.checker)
+        if not self.mc_soft:
+            raise ValueError(f"solution {self.problem_id} has no MC labels; sample with rollouts > 0")
+        hard = [1.0 if v > 0 else 0.0 for v in self.mc_soft]
+        if source is LabelSource.MC:
+            return hard
+        if source is LabelSource.MC_SOFT:
+            return list(self.mc_soft)
+        return [c if c == h else None for c, h in zip(self.checker, hard, strict=True)]
+
+
+def checker_labels(problem: ArithProblem, steps: Sequence[str]) -> tuple[int, bool, tuple[float, ...]]:
+    """First error index, answer correctness and 1/0 labels by the exact checker."""
+    check = check_solution(problem, steps)
+    first = check.first_error
+    if first == -1 and not check.answer_correct:
+        first = len(steps) - 1  # no step is wrong, but no right answer either: blame the last
+    labels = tuple(1.0 if first == -1 or i < first else 0.0 for i in range(len(steps)))
+    return first, check.answer_correct, labels
+
+
+def _mc_values(tree: SearchTree, gold: str) -> dict[tuple[str, ...], float]:
+    """For every expanded prefix, the fraction of its rollouts whose answer equals ``gold``."""
+    values: dict[tuple[str, ...], float] = {}
+    for node in tree.iter_nodes():
+        if node == ROOT or tree.terminal[node]:
+            continue
+        finals = [c for c in tree.children(node) if tree.terminal[_chain_end(tree, c)]]
+        rollout_ends = [_chain_end(tree, c) for c in finals]
+        if not rollout_ends:
+            continue
+        hits = sum(1 for end in rollout_ends if tree.answer[end] == gold)
+        key = tree.path_steps(node)
+        values.setdefault(key, hits / len(rollout_ends))
+    return values
+
+
+def _chain_end(tree: SearchTree, node: int) -> int:
+    while tree.children(node) and not tree.terminal[node]:
+        node = tree.children(node)[0]
+    return node
+
+
+def label_solutions(
+    policy: Policy,
+    problems: Sequence[ArithProblem],
+    cfg: RolloutConfig,
+    *,
+    temperature: float = 1.0,
+    max_new_tokens: int = 160,
+    seed: int = 0,
+    chunk: int = 64,
+) -> list[LabelledSolution]:
+    """Sample ``cfg.samples`` solutions per problem and label every step from every source."""
+    searcher = Searcher(
+        policy,
+        ScriptedScorer({}, default=0.5, num_parameters=0),
+        BoundStrategy(ROLLOUTS, cfg),
+        sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
+        solution_max_tokens=max_new_tokens,
+        seed=seed,
+    )
+    out: list[LabelledSolution] = []
+    for start in range(0, len(problems), chunk):
+        batch = list(problems[start : start + chunk])
+        results = searcher.run([p.question for p in batch])
+        for problem, result in zip(batch, results, strict=True):
+            if result.error:
+                raise RuntimeError(f"labelling {problem.id} failed: {result.error}")
+            tree = result.tree
+            gold = str(problem.answer)
+            mc = _mc_values(tree, gold) if cfg.rollouts else {}
+            for leaf in tree.children(ROOT)[: cfg.samples]:
+                end = _chain_end(tree, leaf)
+                steps = tree.path_steps(end)
+                if not steps or not all(s.strip() for s in steps):
+                    continue
+                first, correct, checker = checker_labels(problem, steps)
+                mc_soft: tuple[float, ...] = ()
+                if cfg.rollouts:
+                    own = 1.0 if tree.answer[end] == gold else 0.0
+                    mc_soft = (*tuple(mc.get(steps[:i + 1], own) for i in range(len(steps) - 1)), own)
+                out.append(
+                    LabelledSolution(problem.id, problem.question, steps, first, correct, checker, mc_soft)
+                )
+    return out

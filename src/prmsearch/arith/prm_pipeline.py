@@ -1,0 +1,205 @@
+"""The whole PRM experiment: label policy samples three ways, train one PRM per label source with
+the same budget, evaluate each, print the table, and optionally ship the best.
+
+    python scripts/train_arith_prm.py --out runs/prm [--ship] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prmsearch.arith.checker import check_solution
+from prmsearch.arith.models import default_policy_path
+from prmsearch.arith.prm_data import LabelledSolution, LabelSource, RolloutConfig, label_solutions
+from prmsearch.arith.prm_eval import first_error_report, score_solutions, search_accuracy
+from prmsearch.arith.prm_train import PRMTrainConfig, train_prm
+from prmsearch.arith.problems import load_split
+
+SOURCES = (LabelSource.CHECKER, LabelSource.MC, LabelSource.CONSENSUS)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Sizes of the experiment (the defaults are the shipped run)."""
+
+    train_problems: int = 600
+    samples: int = 4
+    rollouts: int = 4
+    heldout_problems: int = 100
+    heldout_samples: int = 4
+    test_problems: int = 200
+    search_n: int = 16
+    train: PRMTrainConfig = dataclasses.field(default_factory=PRMTrainConfig)
+    seed: int = 0
+
+    @classmethod
+    def smoke(cls) -> PipelineConfig:
+        return cls(
+            train_problems=6,
+            samples=2,
+            rollouts=2,
+            heldout_problems=4,
+            heldout_samples=2,
+            test_problems=4,
+            search_n=4,
+            train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
+        )
+
+
+def _save_labels(path: Path, solutions: Sequence[LabelledSolution]) -> None:
+    with path.open("w") as handle:
+        for sol in solutions:
+            handle.write(json.dumps(dataclasses.asdict(sol)) + "\n")
+
+
+def _load_labels(path: Path) -> list[LabelledSolution]:
+    out = []
+    for line in path.read_text().splitlines():
+        data = json.loads(line)
+        data["steps"] = tuple(data["steps"])
+        data["checker"] = tuple(data["checker"])
+        data["mc_soft"] = tuple(data["mc_soft"])
+        out.append(LabelledSolution(**data))
+    return out
+
+
+def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
+    """Label, train, evaluate; returns the report (also written to ``out/report.json``)."""
+    from prmsearch.policies.hf import HFPolicy
+    from prmsearch.scorers.hf import qwen_prm
+
+    out.mkdir(parents=True, exist_ok=True)
+    policy = HFPolicy(model=str(policy_dir), device="cpu")
+    labels_path = out / "labels.jsonl"
+    train_problems = load_split("train", cfg.train_problems)
+    started = time.perf_counter()
+    if labels_path.exists():
+        solutions = _load_labels(labels_path)
+        log(f"reusing {len(solutions)} labelled solutions from {labels_path}")
+    else:
+        solutions = label_solutions(
+            policy, train_problems, RolloutConfig(cfg.samples, cfg.rollouts), seed=cfg.seed
+        )
+        _save_labels(labels_path, solutions)
+        log(f"labelled {len(solutions)} solutions in {time.perf_counter() - started:.0f}s")
+
+    heldout = load_split("validation", cfg.heldout_problems)
+    held = label_solutions(policy, heldout, RolloutConfig(cfg.heldout_samples, 0), seed=cfg.seed + 1)
+    held_labels = [
+        check_solution(p, s.steps).first_error for p in heldout for s in held if s.problem_id == p.id
+    ]
+    held_pairs = [(s.question, s.steps) for p in heldout for s in held if s.problem_id == p.id]
+    test = load_split("test", cfg.test_problems)
+
+    report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
+    for source in SOURCES:
+        folder = out / f"prm-{source.value}"
+        t0 = time.perf_counter()
+        train_prm(policy_dir, solutions, source, train_problems, cfg.train, out=folder, log=log)
+        train_s = time.perf_counter() - t0
+        scorer = qwen_prm(model=str(folder), device="cpu")
+        scores = score_solutions(scorer, [q for q, _ in held_pairs], [s for _, s in held_pairs])
+        f1 = first_error_report(held_labels, scores, 0.5)
+        bon = search_accuracy(policy, scorer, test, "best_of_n", cfg.search_n, seed=cfg.seed)
+        vote = search_accuracy(policy, scorer, test, "weighted_vote", cfg.search_n, seed=cfg.seed)
+        beam = search_accuracy(policy, scorer, test, "beam", cfg.search_n, seed=cfg.seed, width=4)
+        report["prms"][source.value] = {
+            "f1": f1.f1,
+            "acc_erroneous": f1.accuracy_erroneous,
+            "acc_correct": f1.accuracy_correct,
+            "best_of_n": bon,
+            "weighted_vote": vote,
+            "beam": beam,
+            "train_s": train_s,
+        }
+        log(
+            f"[{source.value}] F1 {f1.f1:.3f} bon@{cfg.search_n} {bon:.3f} "
+            f"vote@{cfg.search_n} {vote:.3f} beam@{cfg.search_n} {beam:.3f}"
+        )
+    report["baselines"] = {
+        "majority": search_accuracy(
+            policy, _constant_scorer(), test, "self_consistency", cfg.search_n, seed=cfg.seed
+        ),
+        "greedy": search_accuracy(policy, _constant_scorer(), test, "greedy", 1, seed=cfg.seed),
+    }
+    report["wall_s"] = time.perf_counter() - started
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    log(markdown(report))
+    return report
+
+
+def _constant_scorer():
+    from prmsearch.scorers.scripted import ScriptedScorer
+
+    return ScriptedScorer({}, default=0.5, num_parameters=0)
+
+
+def _label_stats(solutions: Sequence[LabelledSolution]) -> dict:
+    stats = {"solutions": len(solutions), "correct_answers": sum(s.answer_correct for s in solutions)}
+    for source in SOURCES:
+        labels = [y for s in solutions for y in s.labels(source)]
+        kept = [y for y in labels if y is not None]
+        stats[source.value] = {"steps": len(kept), "positive": sum(kept) / max(1, len(kept))}
+    return stats
+
+
+def best_source(report: dict) -> str:
+    """The label source whose PRM guided search best (weighted vote, then F1)."""
+    prms = report["prms"]
+    return max(prms, key=lambda s: (prms[s]["weighted_vote"] + prms[s]["beam"], prms[s]["f1"]))
+
+
+def markdown(report: dict) -> str:
+    n = report["config"]["search_n"]
+    lines = [
+        f"| label source | first-error F1 | best-of-{n} | weighted-vote-{n} | beam-{n} |",
+        "|---|---|---|---|---|",
+    ]
+    for source, r in report["prms"].items():
+        lines.append(
+            f"| {source} | {r['f1']:.3f} | {100 * r['best_of_n']:.1f}% | "
+            f"{100 * r['weighted_vote']:.1f}% | {100 * r['beam']:.1f}% |"
+        )
+    b = report.get("baselines", {})
+    if b:
+        lines.append(
+            f"\nBaselines: greedy {100 * b['greedy']:.1f}%, majority-{n} {100 * b['majority']:.1f}%."
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--policy", default=None, help="policy folder (default: the shipped one)")
+    parser.add_argument("--out", default="runs/prm")
+    parser.add_argument("--ship", action="store_true", help="copy the best PRM into the package")
+    parser.add_argument("--smoke", action="store_true", help="a seconds-long run (CI)")
+    parser.add_argument("--train-problems", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    cfg = PipelineConfig.smoke() if args.smoke else PipelineConfig()
+    if args.train_problems:
+        cfg = dataclasses.replace(cfg, train_problems=args.train_problems)
+    if args.steps:
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=args.steps))
+    cfg = dataclasses.replace(cfg, seed=args.seed, train=dataclasses.replace(cfg.train, seed=args.seed))
+    policy_dir = Path(args.policy) if args.policy else default_policy_path()
+    report = run(policy_dir, Path(args.out), cfg)
+    if args.ship:
+        best = best_source(report)
+        target = default_policy_path().parent / "prm"
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(Path(args.out) / f"prm-{best}", target)
+        print(f"shipped the {best} PRM to {target}")
+    return 0

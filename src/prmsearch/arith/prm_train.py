@@ -1,0 +1,189 @@
+"""Training the arithmetic PRM in the Qwen2.5-Math-PRM layout.
+
+The PRM is a ``Qwen2Model`` plus the Linear-ReLU-Linear(2) head, read at the ``<extra_0>`` after
+every step, exactly the ``qwen-prm`` code path of the real 7B PRM. Its body starts from the
+trained policy (which already computes the arithmetic), and training mixes two losses:
+
+* step classification at every separator (cross-entropy against a hard or soft label; masked
+  steps do not count);
+* the language-model loss on gold solutions in the same input layout (through the tied
+  embeddings, so no extra weights are saved), which keeps the body's arithmetic from being
+  forgotten while the head learns to compare a step with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from prmsearch.arith.prm_data import LabelledSolution, LabelSource
+from prmsearch.arith.problems import ArithProblem
+from prmsearch.scorers.formats import QwenPRMFormat
+from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
+
+
+@dataclass(frozen=True)
+class PRMTrainConfig:
+    """PRM training budget and optimiser.
+
+    Attributes:
+        steps: optimiser steps; batch_size: solutions per step.
+        lr: peak AdamW learning rate (linear warm-up over ``warmup`` steps, cosine decay to 10%).
+        lm_weight: weight of the gold-solution language-model loss (0 disables it).
+        lm_batch: gold solutions per step for that loss.
+        seed: data order and head initialisation.
+        threads: torch CPU threads.
+    """
+
+    steps: int = 600
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup: int = 30
+    lm_weight: float = 0.5
+    lm_batch: int = 8
+    seed: int = 0
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "warmup", "lm_batch", "threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < (0 if name == "warmup" else 1):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.lm_weight < 0:
+            raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
+
+
+@dataclass(frozen=True)
+class _Example:
+    ids: list[int]
+    positions: list[int]
+    targets: list[float]
+
+
+def encode_examples(
+    fmt: QwenPRMFormat, solutions: Sequence[LabelledSolution], source: LabelSource | str
+) -> list[_Example]:
+    """Token ids, separator positions and targets; steps masked by ``source`` are dropped."""
+    examples = []
+    for sol in solutions:
+        labels = sol.labels(source)
+        encoded = fmt.encode(sol.question, sol.steps)
+        keep = [(p, y) for p, y in zip(encoded.positions, labels, strict=True) if y is not None]
+        if keep:
+            examples.append(_Example(encoded.ids, [p for p, _ in keep], [y for _, y in keep]))
+    return examples
+
+
+def encode_gold(fmt: QwenPRMFormat, problems: Sequence[ArithProblem]) -> list[list[int]]:
+    """Gold solutions in the PRM's input layout, for the language-model loss."""
+    return [fmt.encode(p.question, p.gold_steps).ids for p in problems]
+
+
+def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+def _lr(step: int, cfg: PRMTrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def init_from_policy(policy_dir: str | Path, seed: int) -> tuple[BaseWithHead, object]:
+    """A PRM whose body is the policy's transformer and whose head is fresh."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(policy_dir))
+    prm = build_qwen_prm(policy.config, seed=seed)
+    prm.base.load_state_dict(policy.model.state_dict())
+    return prm, tokenizer
+
+
+def train_prm(
+    policy_dir: str | Path,
+    solutions: Sequence[LabelledSolution],
+    source: LabelSource | str,
+    gold_problems: Sequence[ArithProblem],
+    cfg: PRMTrainConfig,
+    out: str | Path | None = None,
+    log=print,
+) -> BaseWithHead:
+    """Train a PRM on ``solutions`` labelled by ``source``; save it to ``out`` when given."""
+    torch.set_num_threads(cfg.threads)
+    prm, tokenizer = init_from_policy(policy_dir, cfg.seed)
+    fmt = QwenPRMFormat(tokenizer)
+    examples = encode_examples(fmt, solutions, source)
+    if not examples:
+        raise ValueError(f"no training steps left for label source {source!r}")
+    gold = encode_gold(fmt, gold_problems) if cfg.lm_weight > 0 else []
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rng = np.random.default_rng(cfg.seed)
+    optimizer = torch.optim.AdamW(prm.parameters(), lr=cfg.lr, weight_decay=0.01)
+    embed = prm.base.get_input_embeddings()
+    prm.train()
+    start = time.perf_counter()
+    positives = float(np.mean([y for e in examples for y in e.targets]))
+    source = LabelSource(source).value
+    log(
+        f"[prm {source}] {len(examples)} solutions, {sum(len(e.targets) for e in examples)} steps, "
+        f"{100 * positives:.0f}% positive"
+    )
+    for step in range(cfg.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr(step, cfg)
+        batch = [examples[i] for i in rng.integers(0, len(examples), cfg.batch_size)]
+        ids, mask = _pad([e.ids for e in batch], pad_id)
+        hidden = prm.base(input_ids=ids, attention_mask=mask).last_hidden_state
+        rows = torch.tensor([i for i, e in enumerate(batch) for _ in e.positions])
+        cols = torch.tensor([p for e in batch for p in e.positions])
+        logp = torch.log_softmax(prm.head(hidden[rows, cols]).float(), dim=-1)
+        target = torch.tensor([y for e in batch for y in e.targets])
+        loss_cls = -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
+        loss = loss_cls
+        if gold:
+            lm_rows = [gold[i] for i in rng.integers(0, len(gold), cfg.lm_batch)]
+            lm_ids, lm_mask = _pad(lm_rows, pad_id)
+            lm_hidden = prm.base(input_ids=lm_ids, attention_mask=lm_mask).last_hidden_state
+            logits = lm_hidden[:, :-1] @ embed.weight.T
+            labels = lm_ids[:, 1:].masked_fill(lm_mask[:, 1:] == 0, -100)
+            loss = loss + cfg.lm_weight * F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+            )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(prm.parameters(), 1.0)
+        optimizer.step()
+        if step % 100 == 0 or step == cfg.steps - 1:
+            log(
+                f"[prm {source}] step {step} loss {loss.item():.4f} cls {loss_cls.item():.4f} "
+                f"({time.perf_counter() - start:.0f}s)"
+            )
+    prm.eval()
+    if out is not None:
+        save_qwen_prm(prm, out, tokenizer)
+        meta = {
+            "trained_with": asdict(cfg),
+            "label_source": str(LabelSource(source).value),
+            "family": "qwen-prm",
+            "separator": "<extra_0>",
+        }
+        (Path(out) / "prmsearch.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return prm
