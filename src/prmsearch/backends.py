@@ -20,6 +20,7 @@ _SCORERS: dict[str, tuple[str, str]] = {
         "PRM-free baseline: the policy's minimum token probability so far",
     ),
     "arith": ("prmsearch.arith.defaults:arith_prm", "the embedded arithmetic PRM (default)"),
+    "arith-oracle": ("prmsearch.arith.oracle:arith_oracle", "the exact checker as a PRM (upper bound)"),
 }
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from prmsearch.api import Searcher
 from prmsearch.arith.checker import check_solution
-from prmsearch.arith.problems import ArithProblem
+from prmsearch.arith.problems import ArithProblem, apply_op
 from prmsearch.policies.base import Policy, SamplingParams
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
@@ -173,8 +173,54 @@ def label_solutions(
                 mc_soft: tuple[float, ...] = ()
                 if cfg.rollouts:
                     own = 1.0 if tree.answer[end] == gold else 0.0
-                    mc_soft = (*tuple(mc.get(steps[:i + 1], own) for i in range(len(steps) - 1)), own)
+                    mc_soft = (*tuple(mc.get(steps[: i + 1], own) for i in range(len(steps) - 1)), own)
                 out.append(
                     LabelledSolution(problem.id, problem.question, steps, first, correct, checker, mc_soft)
                 )
     return out
+
+
+def corrupted_gold(
+    problems: Sequence[ArithProblem], rng: np.random.Generator, clean_fraction: float = 0.3
+) -> list[LabelledSolution]:
+    """Gold solutions, most with one realistic error, labelled by the checker.
+
+    The error is a wrong result (off by 1-10), a wrong operand or a wrong operation at a random
+    step; later steps carry on correctly from the wrong value, as a policy would, so only the
+    first error separates them from a right solution. ``mc_soft`` is left empty: these solutions
+    were not sampled from the policy, so they have no Monte Carlo labels.
+    """
+    out = []
+    for problem in problems:
+        steps = list(problem.gold_steps)
+        if rng.random() >= clean_fraction:
+            steps = _corrupt(problem, int(rng.integers(len(problem.ops))), rng)
+        first, correct, labels = checker_labels(problem, steps)
+        out.append(LabelledSolution(problem.id, problem.question, tuple(steps), first, correct, labels, ()))
+    return out
+
+
+def _corrupt(problem: ArithProblem, index: int, rng: np.random.Generator) -> list[str]:
+    """The gold steps with an error at step ``index`` propagated through the later steps."""
+    from prmsearch.arith.problems import Op, format_step
+
+    steps, value = [], problem.start
+    last = len(problem.ops) - 1
+    for i, op in enumerate(problem.ops):
+        shown = op
+        result = apply_op(value, op)
+        if i == index:
+            kind = rng.integers(3)
+            if kind == 1 and op.symbol in "+-":
+                shown = Op(op.symbol, max(1, op.operand + int(rng.choice([-2, -1, 1, 2]))))
+                result = apply_op(value, shown)
+            elif kind == 2 and op.symbol in "+-":
+                shown = Op("-" if op.symbol == "+" else "+", op.operand)
+                result = apply_op(value, shown)
+            else:
+                result = (result or value) + int(rng.choice([-1, 1])) * int(rng.integers(1, 11))
+        if result is None:
+            result = value
+        steps.append(format_step(value, shown, result, i == last))
+        value = result
+    return steps

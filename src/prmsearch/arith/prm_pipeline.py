@@ -15,9 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from prmsearch.arith.checker import check_solution
 from prmsearch.arith.models import default_policy_path
-from prmsearch.arith.prm_data import LabelledSolution, LabelSource, RolloutConfig, label_solutions
+from prmsearch.arith.oracle import CheckerScorer
+from prmsearch.arith.prm_data import (
+    LabelledSolution,
+    LabelSource,
+    RolloutConfig,
+    corrupted_gold,
+    label_solutions,
+)
 from prmsearch.arith.prm_eval import first_error_report, score_solutions, search_accuracy
 from prmsearch.arith.prm_train import PRMTrainConfig, train_prm
 from prmsearch.arith.problems import load_split
@@ -36,6 +45,8 @@ class PipelineConfig:
     heldout_samples: int = 4
     test_problems: int = 200
     search_n: int = 16
+    temperature: float = 0.8
+    synthetic_problems: int = 20000
     train: PRMTrainConfig = dataclasses.field(default_factory=PRMTrainConfig)
     seed: int = 0
 
@@ -49,6 +60,7 @@ class PipelineConfig:
             heldout_samples=2,
             test_problems=4,
             search_n=4,
+            synthetic_problems=8,
             train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
         )
 
@@ -73,6 +85,7 @@ def _load_labels(path: Path) -> list[LabelledSolution]:
 def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
     """Label, train, evaluate; returns the report (also written to ``out/report.json``)."""
     from prmsearch.policies.hf import HFPolicy
+    from prmsearch.scorers.confidence import PolicyConfidenceScorer
     from prmsearch.scorers.hf import qwen_prm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -98,34 +111,48 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
     held_pairs = [(s.question, s.steps) for p in heldout for s in held if s.problem_id == p.id]
     test = load_split("test", cfg.test_problems)
 
-    report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
-    for source in SOURCES:
-        folder = out / f"prm-{source.value}"
-        t0 = time.perf_counter()
-        train_prm(policy_dir, solutions, source, train_problems, cfg.train, out=folder, log=log)
-        train_s = time.perf_counter() - t0
-        scorer = qwen_prm(model=str(folder), device="cpu")
+    def evaluate(scorer) -> dict:
         scores = score_solutions(scorer, [q for q, _ in held_pairs], [s for _, s in held_pairs])
         f1 = first_error_report(held_labels, scores, 0.5)
-        bon = search_accuracy(policy, scorer, test, "best_of_n", cfg.search_n, seed=cfg.seed)
-        vote = search_accuracy(policy, scorer, test, "weighted_vote", cfg.search_n, seed=cfg.seed)
-        beam = search_accuracy(policy, scorer, test, "beam", cfg.search_n, seed=cfg.seed, width=4)
-        report["prms"][source.value] = {
+        n, t, seed = cfg.search_n, cfg.temperature, cfg.seed
+        return {
             "f1": f1.f1,
             "acc_erroneous": f1.accuracy_erroneous,
             "acc_correct": f1.accuracy_correct,
-            "best_of_n": bon,
-            "weighted_vote": vote,
-            "beam": beam,
-            "train_s": train_s,
+            "best_of_n": search_accuracy(policy, scorer, test, "best_of_n", n, temperature=t, seed=seed),
+            "weighted_vote": search_accuracy(
+                policy, scorer, test, "weighted_vote", n, temperature=t, seed=seed
+            ),
+            "beam": search_accuracy(policy, scorer, test, "beam", n, temperature=t, seed=seed, width=4),
         }
-        log(
-            f"[{source.value}] F1 {f1.f1:.3f} bon@{cfg.search_n} {bon:.3f} "
-            f"vote@{cfg.search_n} {vote:.3f} beam@{cfg.search_n} {beam:.3f}"
-        )
+
+    synthetic = corrupted_gold(
+        load_split("train", cfg.train_problems + cfg.synthetic_problems)[cfg.train_problems :],
+        np.random.default_rng(cfg.seed),
+    )
+    variants = [(source.value, solutions, source) for source in SOURCES]
+    variants.append(("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER))
+    report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
+    for name, data, source in variants:
+        folder = out / f"prm-{name}"
+        t0 = time.perf_counter()
+        train_prm(policy_dir, data, source, train_problems, cfg.train, out=folder, log=log)
+        figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
+        report["prms"][name] = {**figures, "train_s": time.perf_counter() - t0}
+        log(f"[{name}] " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()))
+    report["references"] = {
+        "policy-confidence (no PRM)": evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu")),
+        "exact checker (oracle)": evaluate(CheckerScorer()),
+    }
     report["baselines"] = {
         "majority": search_accuracy(
-            policy, _constant_scorer(), test, "self_consistency", cfg.search_n, seed=cfg.seed
+            policy,
+            _constant_scorer(),
+            test,
+            "self_consistency",
+            cfg.search_n,
+            temperature=cfg.temperature,
+            seed=cfg.seed,
         ),
         "greedy": search_accuracy(policy, _constant_scorer(), test, "greedy", 1, seed=cfg.seed),
     }
@@ -159,12 +186,14 @@ def best_source(report: dict) -> str:
 def markdown(report: dict) -> str:
     n = report["config"]["search_n"]
     lines = [
-        f"| label source | first-error F1 | best-of-{n} | weighted-vote-{n} | beam-{n} |",
+        f"| scorer | first-error F1 | best-of-{n} | weighted-vote-{n} | beam-{n} |",
         "|---|---|---|---|---|",
     ]
-    for source, r in report["prms"].items():
+    rows = [(f"PRM: {k}", v) for k, v in report["prms"].items()]
+    rows += [(k, v) for k, v in report.get("references", {}).items()]
+    for name, r in rows:
         lines.append(
-            f"| {source} | {r['f1']:.3f} | {100 * r['best_of_n']:.1f}% | "
+            f"| {name} | {r['f1']:.3f} | {100 * r['best_of_n']:.1f}% | "
             f"{100 * r['weighted_vote']:.1f}% | {100 * r['beam']:.1f}% |"
         )
     b = report.get("baselines", {})

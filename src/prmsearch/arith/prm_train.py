@@ -84,9 +84,25 @@ def encode_examples(
     return examples
 
 
-def encode_gold(fmt: QwenPRMFormat, problems: Sequence[ArithProblem]) -> list[list[int]]:
-    """Gold solutions in the PRM's input layout, for the language-model loss."""
-    return [fmt.encode(p.question, p.gold_steps).ids for p in problems]
+def encode_gold(fmt: QwenPRMFormat, problems: Sequence[ArithProblem]) -> list[tuple[list[int], int]]:
+    """Gold solutions in the PRM's input layout, with the index of the first solution token.
+
+    The language-model loss covers only the solution (the assistant turn): the chat header is
+    not text the policy ever learned to predict.
+    """
+    out = []
+    for problem in problems:
+        ids = fmt.encode(problem.question, problem.gold_steps).ids
+        header = fmt.tokenizer.apply_chat_template(
+            [{"role": "system", "content": fmt.system}, {"role": "user", "content": problem.question}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        start = len(fmt.tokenizer(header, add_special_tokens=False)["input_ids"])
+        if ids[:start] != fmt.tokenizer(header, add_special_tokens=False)["input_ids"]:
+            start = 0  # the header did not tokenise as a prefix: fall back to the whole input
+        out.append((ids, start))
+    return out
 
 
 def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,14 +122,30 @@ def _lr(step: int, cfg: PRMTrainConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def init_from_policy(policy_dir: str | Path, seed: int) -> tuple[BaseWithHead, object]:
-    """A PRM whose body is the policy's transformer and whose head is fresh."""
+def init_from_policy(
+    policy_dir: str | Path, seed: int, separator: str = "<extra_0>", delimiter: str = "\n\n"
+) -> tuple[BaseWithHead, object]:
+    """A PRM whose body is the policy's transformer and whose head is fresh.
+
+    The separator token never occurs in the policy's training text, so its embedding starts as a
+    copy of the step delimiter's: between steps the PRM's input then looks like what the policy
+    saw, and the body's arithmetic carries over from the first step of training.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)
+    from prmsearch.policies.loading import quiet_loading
+
+    with quiet_loading():
+        policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(policy_dir))
     prm = build_qwen_prm(policy.config, seed=seed)
     prm.base.load_state_dict(policy.model.state_dict())
+    (sep_id,) = tokenizer.encode(separator, add_special_tokens=False)
+    delim_ids = tokenizer.encode(delimiter, add_special_tokens=False)
+    if len(delim_ids) == 1:
+        with torch.no_grad():
+            embeddings = prm.base.get_input_embeddings().weight
+            embeddings[sep_id] = embeddings[delim_ids[0]]
     return prm, tokenizer
 
 
@@ -160,10 +192,13 @@ def train_prm(
         loss = loss_cls
         if gold:
             lm_rows = [gold[i] for i in rng.integers(0, len(gold), cfg.lm_batch)]
-            lm_ids, lm_mask = _pad(lm_rows, pad_id)
-            lm_hidden = prm.base(input_ids=lm_ids, attention_mask=lm_mask).last_hidden_state
+            lm_ids, attention = _pad([ids for ids, _ in lm_rows], pad_id)
+            loss_mask = attention.clone()
+            for row, (_, begin) in enumerate(lm_rows):
+                loss_mask[row, :begin] = 0  # no loss on the chat header (still attended to)
+            lm_hidden = prm.base(input_ids=lm_ids, attention_mask=attention).last_hidden_state
             logits = lm_hidden[:, :-1] @ embed.weight.T
-            labels = lm_ids[:, 1:].masked_fill(lm_mask[:, 1:] == 0, -100)
+            labels = lm_ids[:, 1:].masked_fill(loss_mask[:, 1:] == 0, -100)
             loss = loss + cfg.lm_weight * F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
             )
