@@ -61,3 +61,27 @@ def test_first_error_f1():
     report = first_error_report([1, -1, 0, -1], [[0.9, 0.2], [0.9, 0.9], [0.8, 0.1], [0.3, 0.9]])
     assert report.accuracy_erroneous == 0.5 and report.accuracy_correct == 0.5
     assert report.f1 == pytest.approx(0.5)
+
+
+@pytest.mark.slow
+def test_prm_pipeline_smoke_run(tmp_path):
+    """The exact retraining command of the shipped PRM, at seconds-long sizes (keeps it working)."""
+    import json
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    out = tmp_path / "prm"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "train_arith_prm.py"
+    subprocess.run(
+        [sys.executable, str(script), "--out", str(out), "--smoke"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["prms"]) == {"checker+synthetic", "checker", "mc", "consensus"}
+    assert report["references"]["exact checker (oracle)"]["f1"] == 1.0
+    assert (out / "prm-checker" / "model.safetensors").exists()

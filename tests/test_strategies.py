@@ -97,7 +97,7 @@ def test_mcts_visit_counts_and_backed_up_values():
         ("X",): ["X1", "X2 \\boxed{2}"],
     }
     scores = {"X": 0.8, "Y": 0.4, "X1": 0.9, "X2 \\boxed{2}": 0.1}
-    mcts = make_strategy("mcts", n=4, expansion_width=2, c_puct=1.0)
+    mcts = make_strategy("mcts", n=4, expansion_width=2, c_puct=1.0, rollout=False)
     result, _ = run_one(ScriptedPolicy(script), ScriptedScorer(scores), mcts)
     tree = result.tree
     x, y = tree.children(ROOT)
@@ -113,12 +113,25 @@ def test_mcts_visit_counts_and_backed_up_values():
 
 def test_mcts_spreads_parallel_leaves_with_virtual_loss():
     policy, scorer = synthetic_backends(depth=4)
-    mcts = make_strategy("mcts", n=32, expansion_width=2, leaves_per_round=4)
+    mcts = make_strategy("mcts", n=32, expansion_width=2, leaves_per_round=4, rollout=False)
     result, _driver = run_one(policy, scorer, mcts)
     assert result.ledger.generations == 32
     assert max(policy.calls) > 1  # several leaves expanded in one round
     tree = result.tree
     assert tree.visits[ROOT] == len(tree) - 1  # virtual losses were all reverted
+
+
+def test_mcts_rollouts_finish_solutions_within_a_small_budget():
+    policy, scorer = synthetic_backends(depth=6)
+    without, _ = run_one(policy, scorer, make_strategy("mcts", n=16, expansion_width=4, rollout=False))
+    assert without.answer is None  # 3 expansions of one step each cannot reach depth 6
+    result, _ = run_one(*synthetic_backends(depth=6), make_strategy("mcts", n=15, expansion_width=4))
+    assert result.answer is not None
+    assert result.ledger.generations == 15  # 3 x (4 expansion samples + 1 rollout)
+    tree = result.tree
+    rollout_starts = [n for n in tree.iter_nodes() if n and tree.depth[n] >= 2 and not tree.visits[n]]
+    assert rollout_starts  # rollout chains hang below the searched nodes, unvisited
+    assert tree.visits[0] == 12 + 3  # 12 expanded children and 3 rollouts backed up
 
 
 def test_particle_weights_are_softmax_of_logits():

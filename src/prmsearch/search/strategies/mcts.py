@@ -52,6 +52,10 @@ class MCTSConfig(SearchConfig):
         final: ``visits`` (follow the most visited child) or ``value`` (selection over
             every finished solution).
         virtual_loss: visits added to a selected path until its expansion is backed up.
+        rollout: after each expansion, also sample one whole solution from the best new child
+            (one more generation) and back up its aggregated score: a simulation, as in classic
+            MCTS, so that small budgets still end in finished solutions. Rollout nodes stay in
+            the tree as candidate answers but are not expanded by the search.
     """
 
     expansion_width: int = 4
@@ -61,6 +65,7 @@ class MCTSConfig(SearchConfig):
     prior: Prior = Prior.UNIFORM
     final: FinalChoice = FinalChoice.VISITS
     virtual_loss: int = 1
+    rollout: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,6 +86,11 @@ class _Search:
         self.cfg = cfg
         self.prior: dict[int, float] = {}
         self.exhausted: set[int] = set()
+        self.rollout_nodes: set[int] = set()
+
+    def children(self, node: int) -> list[int]:
+        """The search tree's children of ``node`` (rollout chains left out)."""
+        return [c for c in self.tree.children(node) if c not in self.rollout_nodes]
 
     def puct(self, parent: int, child: int) -> float:
         tree = self.tree
@@ -93,8 +103,9 @@ class _Search:
         """Descend by PUCT to an unexpanded node; None when everything is explored or busy."""
         node = ROOT
         while True:
-            kids = [c for c in self.tree.children(node) if c not in self.exhausted and c not in busy]
-            if not self.tree.children(node):
+            children = self.children(node)
+            kids = [c for c in children if c not in self.exhausted and c not in busy]
+            if not children:
                 return node
             if not kids:
                 return None
@@ -124,7 +135,8 @@ class _Search:
         """Retire a finished node, and every ancestor all of whose children are retired."""
         tree = self.tree
         while node >= ROOT:
-            if tree.children(node) and any(c not in self.exhausted for c in tree.children(node)):
+            children = self.children(node)
+            if children and any(c not in self.exhausted for c in children):
                 return
             self.exhausted.add(node)
             node = tree.parent[node]
@@ -134,9 +146,9 @@ class _Search:
         finished = tree.terminals()
         if cfg.final is FinalChoice.VISITS:
             node = ROOT
-            while tree.children(node):
+            while self.children(node):
                 node = max(
-                    tree.children(node),
+                    self.children(node),
                     key=lambda c: (tree.visits[c], tree.value_sum[c] / max(1, tree.visits[c]), -c),
                 )
             if tree.terminal[node] or not finished:
@@ -152,10 +164,11 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
     """PUCT selection, expansion by ``expansion_width`` samples, PRM value backup."""
     search = _Search(tree, cfg)
     spent = 0
+    cost = cfg.expansion_width + (1 if cfg.rollout else 0)
     while spent < cfg.n and ROOT not in search.exhausted:
         leaves: list[int] = []
         busy: set[int] = set()
-        while len(leaves) < cfg.leaves_per_round and spent + len(leaves) * cfg.expansion_width < cfg.n:
+        while len(leaves) < cfg.leaves_per_round and spent + len(leaves) * cost < cfg.n:
             leaf = search.select_leaf(busy)
             if leaf is None:
                 break
@@ -164,11 +177,10 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
             search.add_visits(leaf, cfg.virtual_loss, 0.0)
         if not leaves:
             break
-        widths = [
-            min(cfg.expansion_width, cfg.n - spent - i * cfg.expansion_width) for i in range(len(leaves))
-        ]
+        widths = [min(cfg.expansion_width, cfg.n - spent - i * cost) for i in range(len(leaves))]
         groups = yield Expand(tuple(zip(leaves, widths, strict=True)))
         spent += sum(widths)
+        best_children = []
         for leaf, children in zip(leaves, groups, strict=True):
             search.add_visits(leaf, -cfg.virtual_loss, 0.0)
             search.set_priors(children)
@@ -177,6 +189,19 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
                 search.add_visits(child, 1, max(ranking_key(value), 0.0))
                 if tree.terminal[child]:
                     search.mark_exhausted(child)
+            live = [c for c in children if not tree.terminal[c]]
+            if live:
+                best_children.append(max(live, key=lambda c: (search.puct(leaf, c), -c)))
+        budget = cfg.n - spent
+        starts = best_children[:budget] if cfg.rollout else []
+        if starts:
+            groups = yield Expand(tuple((c, 1) for c in starts), full_solution=True)
+            spent += len(starts)
+            for start, (end,) in zip(starts, groups, strict=True):
+                chain = tree.path(end)
+                search.rollout_nodes.update(chain[chain.index(start) + 1 :])
+                value = path_score(tree, end, cfg.aggregation)
+                search.add_visits(start, 1, max(ranking_key(value), 0.0))
     node, candidates = search.final_choice()
     return Choice(node, candidates)
 
