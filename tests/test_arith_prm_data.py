@@ -69,7 +69,6 @@ def test_prm_pipeline_smoke_run(tmp_path):
     import json
     import subprocess
     import sys
-
     from pathlib import Path
 
     out = tmp_path / "prm"
