@@ -53,7 +53,7 @@ class SweepConfig:
         policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
         temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
         options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
-            DVTS default to ``width = min(4, n)``, MCTS to ``expansion_width = min(4, n)``.
+            DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
         chunk: problems per batched driver run.
     """
 
@@ -118,7 +118,10 @@ class SweepConfig:
         options = dict(self.options.get(strategy, {}))
         width_option = _WIDTH_OPTION.get(strategy)
         if width_option and width_option not in options:
-            options[width_option] = math.gcd(budget, 4) if strategy != "mcts" else min(4, budget)
+            if strategy == "mcts":  # room for several expansions, each followed by a rollout
+                options[width_option] = max(1, min(4, budget // 4))
+            else:
+                options[width_option] = math.gcd(budget, 4)
         if strategy != "greedy":
             options["n"] = budget
         strategy_spec(strategy).configure(**options)
