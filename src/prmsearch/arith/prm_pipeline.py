@@ -47,7 +47,8 @@ class PipelineConfig:
     search_n: int = 16
     temperature: float = 0.8
     synthetic_problems: int = 20000
-    train: PRMTrainConfig = dataclasses.field(default_factory=PRMTrainConfig)
+    train: PRMTrainConfig = dataclasses.field(default_factory=lambda: PRMTrainConfig(steps=400))
+    shipped_train: PRMTrainConfig = dataclasses.field(default_factory=lambda: PRMTrainConfig(steps=1000))
     seed: int = 0
 
     @classmethod
@@ -62,6 +63,7 @@ class PipelineConfig:
             search_n=4,
             synthetic_problems=8,
             train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
+            shipped_train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
         )
 
 
@@ -130,13 +132,13 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
         load_split("train", cfg.train_problems + cfg.synthetic_problems)[cfg.train_problems :],
         np.random.default_rng(cfg.seed),
     )
-    variants = [(source.value, solutions, source) for source in SOURCES]
-    variants.append(("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER))
+    variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
+    variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
     report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
-    for name, data, source in variants:
+    for name, data, source, train_cfg in variants:
         folder = out / f"prm-{name}"
         t0 = time.perf_counter()
-        train_prm(policy_dir, data, source, train_problems, cfg.train, out=folder, log=log)
+        train_prm(policy_dir, data, source, train_problems, train_cfg, out=folder, log=log)
         figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
         report["prms"][name] = {**figures, "train_s": time.perf_counter() - t0}
         log(f"[{name}] " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()))
@@ -213,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ship", action="store_true", help="copy the best PRM into the package")
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run (CI)")
     parser.add_argument("--train-problems", type=int, default=None)
-    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None, help="training steps per label source")
+    parser.add_argument("--shipped-steps", type=int, default=None, help="steps of the checker+synthetic PRM")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     cfg = PipelineConfig.smoke() if args.smoke else PipelineConfig()
@@ -221,7 +224,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, train_problems=args.train_problems)
     if args.steps:
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=args.steps))
-    cfg = dataclasses.replace(cfg, seed=args.seed, train=dataclasses.replace(cfg.train, seed=args.seed))
+    if args.shipped_steps:
+        cfg = dataclasses.replace(
+            cfg, shipped_train=dataclasses.replace(cfg.shipped_train, steps=args.shipped_steps)
+        )
+    cfg = dataclasses.replace(
+        cfg,
+        seed=args.seed,
+        train=dataclasses.replace(cfg.train, seed=args.seed),
+        shipped_train=dataclasses.replace(cfg.shipped_train, seed=args.seed),
+    )
     policy_dir = Path(args.policy) if args.policy else default_policy_path()
     report = run(policy_dir, Path(args.out), cfg)
     if args.ship:
