@@ -137,3 +137,41 @@ def test_results_folder_refuses_rows_without_manifest(tmp_path):
     (tmp_path / "results.jsonl").write_text('{"qid": 1}\n')
     with pytest.raises(ResultsFolderError, match="without manifest"):
         ResultsFolder(tmp_path).open({}, resume=True)
+
+
+def test_cli_bench_writes_results_and_summary(tmp_path, capsys):
+    from prmsearch import register_policy, register_scorer
+    from prmsearch.cli import main
+
+    policy, scorer = synthetic_backends(depth=2)
+    register_policy("test-bench", lambda **_: policy, replace=True)
+    register_scorer("test-bench", lambda **_: scorer, replace=True)
+    args = [
+        "bench",
+        "--dataset",
+        "arith",
+        "--limit",
+        "3",
+        "--strategies",
+        "greedy,beam",
+        "--budgets",
+        "1,4",
+        "--policy",
+        "test-bench",
+        "--prm",
+        "test-bench",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+        "--json",
+    ]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n_problems"] == 3
+    assert [(r["strategy"], r["budget"]) for r in summary["runs"]] == [
+        ("beam", 1),
+        ("beam", 4),
+        ("greedy", 1),
+    ]
+    assert main([*args, "--resume"]) == 0  # nothing left to run: the same summary again
+    assert len(list(ResultsFolder(tmp_path).rows())) == 9

@@ -7,6 +7,9 @@ from prmsearch.scorers.base import SCORERS, register_scorer
 
 _POLICIES = {
     "hf": ("prmsearch.policies.hf:HFPolicy", "Hugging Face transformers causal LM"),
+    "vllm": ("prmsearch.policies.vllm:VLLMPolicy", "vLLM offline engine, prefix caching, one call a round"),
+    "openai": ("prmsearch.policies.openai:OpenAIPolicy", "any OpenAI-compatible /v1/completions server"),
+    "sglang": ("prmsearch.policies.sglang:SGLangPolicy", "SGLang offline Engine or native /generate (GPU)"),
     "arith": ("prmsearch.arith.defaults:arith_policy", "the embedded arithmetic policy (default)"),
 }
 _SCORERS: dict[str, tuple[str, str]] = {
@@ -15,6 +18,7 @@ _SCORERS: dict[str, tuple[str, str]] = {
     "rlhflow": ("prmsearch.scorers.hf:rlhflow", "RLHFlow multi-turn chat PRM (+/- turns)"),
     "skywork": ("prmsearch.scorers.hf:skywork", "Skywork PRM (value head, sigmoid)"),
     "token-cls": ("prmsearch.scorers.hf:token_cls", "any 2-label token classifier at a separator"),
+    "vllm-qwen-prm": ("prmsearch.scorers.vllm:vllm_qwen_prm", "qwen-prm family on vLLM's pooling runner"),
     "policy-confidence": (
         "prmsearch.scorers.confidence:policy_confidence",
         "PRM-free baseline: the policy's minimum token probability so far",

@@ -135,18 +135,10 @@ def _csv(kind):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from prmsearch.benchmarks.sweep import DEFAULT_STRATEGIES, SweepConfig
 
-    from prmsearch.benchmarks.datasets import load_dataset
-    from prmsearch.benchmarks.report import markdown_table, write_reports
-    from prmsearch.benchmarks.sweep import (
-        DEFAULT_STRATEGIES,
-        SweepConfig,
-        SweepProblem,
-        run_sweep,
-        timestamped_folder,
-    )
-
+    if args.recipe:
+        return _bench_recipe(args)
     options: dict[str, dict] = {}
     for key, value in args.option:
         strategy, dot, name = key.partition(".")
@@ -174,6 +166,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
         options=options,
         chunk=args.chunk,
     )
+    return _run_bench(args, config)
+
+
+def _bench_recipe(args: argparse.Namespace) -> int:
+    """``bench --recipe FILE``: the sweep and backends come from the YAML recipe."""
+    import dataclasses
+
+    from prmsearch.recipes import load_recipe
+
+    recipe = load_recipe(args.recipe)
+    config = recipe.sweep
+    if args.limit is not None:
+        config = dataclasses.replace(config, limit=args.limit)
+    return _run_bench(args, config, backends=recipe.build_backends)
+
+
+def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
+    """Load the dataset, run (or resume) the sweep, write and print the summary."""
+    from pathlib import Path
+
+    from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.benchmarks.report import markdown_table, write_reports
+    from prmsearch.benchmarks.sweep import SweepProblem, run_sweep, timestamped_folder
+
     dataset = load_dataset(
         config.dataset,
         config.dataset_path,
@@ -183,7 +199,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     problems = [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
     out = Path(args.out) if args.out else timestamped_folder("runs", config.dataset)
-    folder = run_sweep(config, problems, out, resume=args.resume, progress=not args.no_progress)
+    policy = scorer = None
+    if backends is not None:
+        policy, scorer = backends()
+    folder = run_sweep(
+        config,
+        problems,
+        out,
+        resume=args.resume,
+        progress=not args.no_progress,
+        policy=policy,
+        scorer=scorer,
+    )
     qids = {p.qid for p in problems}
     rows = [r for r in folder.rows() if r["qid"] in qids]
     summary = write_reports(folder.path, rows, config.dataset, len(problems))
@@ -222,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seeds", type=_csv(int), default=(0,))
     bench.add_argument("--out", default=None, help="results folder (default: runs/<dataset>-<time>)")
     bench.add_argument("--resume", action="store_true", help="continue the run in --out")
+    bench.add_argument("--recipe", default=None, help="a YAML recipe (recipes/*.yaml): backends and sweep")
     bench.add_argument("--chunk", type=int, default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")
     bench.add_argument("--no-progress", action="store_true")

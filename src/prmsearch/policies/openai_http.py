@@ -1,0 +1,164 @@
+"""Async JSON POSTs with bounded concurrency, timeouts and retries with exponential backoff.
+
+Used by the OpenAI-compatible and SGLang HTTP policies. One call to :func:`post_all` sends a
+whole batch of bodies concurrently (at most ``max_concurrency`` in flight) and returns the
+decoded JSON objects in order, or raises :class:`ServerError` after the retries of the first
+body that could not be served. What is retried: timeouts, connection errors (a server that is
+down or restarting), HTTP 408/409/429 and 5xx, and bodies that are not JSON (a truncated or
+malformed answer). Other 4xx answers are the caller's mistake and fail at once.
+
+The API key is read from an environment variable whose NAME is configured; the key itself is
+put in the ``Authorization`` header only and never appears in errors, reprs or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class ServerError(RuntimeError):
+    """The server could not serve a request after all retries (or refused it outright)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Timeouts and retries of HTTP requests.
+
+    Attributes:
+        timeout: seconds for one attempt (connect + read); a hung server fails after this.
+        max_retries: attempts after the first; 0 means no retry.
+        backoff: seconds before the first retry; doubled before each further retry.
+        backoff_max: cap on one wait.
+        max_concurrency: requests in flight at once.
+    """
+
+    timeout: float = 120.0
+    max_retries: int = 4
+    backoff: float = 0.5
+    backoff_max: float = 8.0
+    max_concurrency: int = 32
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
+        if self.backoff < 0 or self.backoff_max < 0:
+            raise ValueError(f"backoff and backoff_max must be >= 0, got {self.backoff}, {self.backoff_max}")
+        if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be an int >= 1, got {self.max_concurrency!r}")
+
+    def wait(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        return min(self.backoff_max, self.backoff * (2.0**attempt))
+
+
+def auth_headers(api_key_env: str | None) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` when the named environment variable is set."""
+    if not api_key_env:
+        return {}
+    key = os.environ.get(api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way worth retrying; the message says how (never the key)."""
+
+
+async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: RetryPolicy,
+                    check: Callable[[Any], None] | None) -> Any:
+    import httpx
+
+    last = "no attempt made"
+    for attempt in range(retry.max_retries + 1):
+        if attempt:
+            await asyncio.sleep(retry.wait(attempt - 1))
+        try:
+            response = await client.post(url, json=body)
+            if response.status_code in RETRY_STATUS:
+                raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]!r}")
+            if response.status_code >= 400:
+                raise ServerError(
+                    f"{url} refused the request with HTTP {response.status_code}: {response.text[:500]}"
+                )
+            try:
+                data = response.json()
+            except (json.JSONDecodeError, ValueError) as exc:
+                raise _Retryable(f"malformed JSON ({exc}): {response.text[:200]!r}") from None
+            if not isinstance(data, (dict, list)):
+                raise _Retryable(f"expected a JSON object or array, got {type(data).__name__}")
+            if check is not None:
+                try:
+                    check(data)
+                except (KeyError, TypeError, ValueError, IndexError) as exc:
+                    raise _Retryable(f"malformed response ({type(exc).__name__}: {exc})") from None
+            return data
+        except _Retryable as exc:
+            last = str(exc)
+        except httpx.TimeoutException as exc:
+            last = f"timed out after {retry.timeout}s ({type(exc).__name__})"
+        except httpx.TransportError as exc:
+            last = f"connection failed ({type(exc).__name__}: {exc})"
+    raise ServerError(f"{url} failed after {retry.max_retries + 1} attempts; last error: {last}")
+
+
+async def _post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],
+                    retry: RetryPolicy, check: Callable[[Any], None] | None) -> list[Any]:
+    import httpx
+
+    gate = asyncio.Semaphore(retry.max_concurrency)
+    limits = httpx.Limits(max_connections=retry.max_concurrency,
+                          max_keepalive_connections=retry.max_concurrency)
+    async with httpx.AsyncClient(headers=dict(headers), timeout=httpx.Timeout(retry.timeout),
+                                 limits=limits) as client:
+
+        async def one(body: Mapping[str, Any]) -> Any:
+            async with gate:
+                return await _post_one(client, url, body, retry, check)
+
+        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:  # a failure cancels the rest: nothing keeps running behind us
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],
+             retry: RetryPolicy, check: Callable[[Any], None] | None = None) -> list[Any]:
+    """POST every body to ``url`` concurrently; the JSON answers (objects or arrays) in order.
+
+    ``check(data)`` validates an answer's shape; a ``KeyError``/``TypeError``/``ValueError`` from
+    it counts as a malformed answer and is retried. Works inside a running event loop too (the
+    batch then runs on a helper thread).
+    """
+    if not bodies:
+        return []
+    coro_factory = lambda: _post_all(url, bodies, headers, retry, check)  # noqa: E731
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_factory())
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(coro_factory())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

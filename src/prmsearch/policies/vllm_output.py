@@ -1,0 +1,63 @@
+"""Turning an engine's raw sample (ids, per-token logprobs, finish reason) into a StepOutput.
+
+Shared by the vLLM, OpenAI-compatible and SGLang backends so that all of them cut steps exactly
+as the transformers backend does: the generated ids are decoded, the step ends at the first
+delimiter after non-blank text (:func:`~prmsearch.policies.stopping.find_step_end`) and keeps
+the fewest tokens covering its text (:func:`~prmsearch.policies.stopping.cut_at`); a trailing
+EOS token is dropped. Those tokens are still generated (and charged), but they are not part of
+``token_ids`` or ``logprob``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from prmsearch.policies.base import Finish, StepOutput
+from prmsearch.policies.stopping import cut_at, decode, find_step_end
+
+
+def step_output(
+    tokenizer: Any,
+    ids: Sequence[int],
+    logprobs: Sequence[float],
+    *,
+    stopped: bool,
+    eos_ids: Collection[int],
+    stop_at_step: bool,
+    delimiter: str,
+) -> StepOutput:
+    """The :class:`StepOutput` of one finished sample.
+
+    Args:
+        tokenizer: the policy's transformers tokenizer (decodes ids exactly).
+        ids: every generated id, delimiter and EOS included.
+        logprobs: the model's log-probability of each id.
+        stopped: the engine stopped the sample itself (stop string or stop token), as
+            opposed to the token limit.
+        eos_ids: end-of-sequence ids; a stopped sample ending in one finished with EOS.
+        stop_at_step: the request asked for one step (a delimiter ends the sample).
+        delimiter: the step delimiter.
+    """
+    ids = list(ids)
+    if len(logprobs) != len(ids):
+        raise ValueError(f"got {len(logprobs)} logprobs for {len(ids)} tokens")
+    if stopped and ids and ids[-1] in eos_ids:
+        body = ids[:-1]
+        text = decode(tokenizer, body)
+        if not stop_at_step or find_step_end(text, delimiter) < 0:
+            return StepOutput(text, tuple(body), float(sum(logprobs[:-1])), Finish.EOS)
+    text = decode(tokenizer, ids)
+    if stop_at_step:
+        end = find_step_end(text, delimiter)
+        if end >= 0:
+            n = cut_at(tokenizer, ids, end, text).n_tokens
+            return StepOutput(text[:end], tuple(ids[:n]), float(sum(logprobs[:n])), Finish.STEP)
+    finish = Finish.EOS if stopped else Finish.LENGTH
+    return StepOutput(text, tuple(ids), float(sum(logprobs)), finish)
+
+
+def is_blank_step(tokenizer: Any, ids: Sequence[int], delimiter: str) -> bool:
+    """A sample stopped at the delimiter before any non-blank text (engines that stop at the
+    first occurrence of a stop string produce these; the caller continues them)."""
+    return find_step_end(decode(tokenizer, list(ids)), delimiter) < 0

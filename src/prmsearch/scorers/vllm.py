@@ -1,0 +1,185 @@
+"""The vLLM PRM scorer: the ``qwen-prm`` family through vLLM's pooling runner.
+
+A ``Qwen2ForProcessRewardModel`` folder is served with ``runner="pooling"`` and a pooler whose
+``step_tag_id`` is the family's separator token; ``LLM.encode(..., pooling_task=
+"token_classify")`` then returns one row of class probabilities per separator, i.e. one row per
+step. The input ids come from the same :class:`~prmsearch.scorers.formats.QwenPRMFormat` as the
+transformers scorer (chat template, ``<extra_0>`` after every step, ids after the last separator
+dropped), so both backends score identical tokens and return identical :class:`StepScores`.
+
+Reuse: a bounded cache of step scores keyed by a digest of exactly the tokens a score depends
+on (these PRMs are causal) skips requests whose steps were all scored before (reported as
+``tokens_cached``); the rest go to vLLM in ONE ``encode`` call. vLLM's own prefix caching is
+OFF by default here: token-level pooling needs the hidden state of every step tag, and vLLM
+0.32 does not compute hidden states for tokens served from cached blocks (it warns that prefix
+caching is not supported for this runner). Turning it on is allowed; a misaligned result is
+then caught as a :class:`ScoreCountError`, never returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prmsearch.policies.vllm_engine import (
+    build_llm,
+    engine_config,
+    max_model_len,
+    model_folder,
+    read_config,
+    safetensors_parameters,
+    shutdown_llm,
+)
+from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores
+from prmsearch.scorers.formats import make_format
+
+SUPPORTED_FAMILIES = ("qwen-prm",)
+QWEN_PRM_ARCH = "Qwen2ForProcessRewardModel"
+
+
+def _digests(ids: Sequence[int], ends: Sequence[int]) -> list[bytes]:
+    """One digest per prefix ``ids[:end]`` (incremental hashing, cost linear in the ids)."""
+    h = hashlib.blake2b(digest_size=16)
+    out: list[bytes] = []
+    start = 0
+    for end in ends:
+        h.update(np.asarray(ids[start:end], dtype=np.int64).tobytes())
+        out.append(h.copy().digest())
+        start = end
+    return out
+
+
+class VLLMPRMScorer:
+    """A :class:`~prmsearch.scorers.base.Scorer` running a ``qwen-prm`` PRM on vLLM.
+
+    Args:
+        model: local folder or Hub id of a ``Qwen2ForProcessRewardModel`` checkpoint.
+        family: PRM family; only ``qwen-prm`` runs on vLLM's pooling runner (the other
+            families run on the transformers scorer).
+        tokenizer: a loaded transformers tokenizer (default: the model's own).
+        format_options: options of the family's input format (``separator``, ``system``...).
+        score_cache_entries: bound on cached step scores (0 disables the cache).
+        **engine: :class:`~prmsearch.policies.vllm_engine.VLLMEngineConfig` fields; when the
+            policy shares the GPU give both an explicit ``gpu_memory_utilization``.
+    """
+
+    def __init__(self, model: str | Path, family: str = "qwen-prm", *, tokenizer: Any = None,
+                 format_options: dict[str, Any] | None = None, score_cache_entries: int = 200_000,
+                 **engine: Any) -> None:
+        if family not in SUPPORTED_FAMILIES:
+            raise ValueError(
+                f"the vllm scorer runs PRM families {list(SUPPORTED_FAMILIES)}, got {family!r}; "
+                "use the transformers scorer (make_scorer(family, model=...)) for the others"
+            )
+        if not isinstance(score_cache_entries, int) or score_cache_entries < 0:
+            raise ValueError(f"score_cache_entries must be an int >= 0, got {score_cache_entries!r}")
+        engine.setdefault("enable_prefix_caching", False)  # see the module docstring
+        cfg = engine_config(str(model), engine)
+        if engine:
+            raise ValueError(f"unknown VLLMPRMScorer arguments {sorted(engine)}")
+        folder = model_folder(cfg.model)
+        archs = read_config(folder).get("architectures") or []
+        if folder is not None and QWEN_PRM_ARCH not in archs:
+            raise ValueError(
+                f"{cfg.model} declares architectures {archs}, not [{QWEN_PRM_ARCH!r}]; the "
+                "qwen-prm family needs a Qwen2.5-Math-PRM style checkpoint"
+            )
+        if tokenizer is None:
+            from prmsearch.policies.loading import load_tokenizer
+
+            tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
+        self.config = cfg
+        self.family = family
+        self.format = make_format(family, tokenizer, **(format_options or {}))
+        self.tokenizer = tokenizer
+        from vllm.config import PoolerConfig
+
+        self.llm = build_llm(cfg, runner="pooling",
+                             pooler_config=PoolerConfig(step_tag_id=self.format.sep_id))
+        self.max_length = max_model_len(self.llm)
+        self._num_parameters = safetensors_parameters(folder)
+        self._limit = score_cache_entries
+        self._scores: OrderedDict[bytes, float] = OrderedDict()
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count (from the checkpoint headers), for the FLOP estimate."""
+        return self._num_parameters
+
+    def close(self) -> None:
+        """Stop the engine's processes."""
+        shutdown_llm(self.llm)
+
+    def clear_caches(self) -> None:
+        """Forget cached scores (vLLM's own prefix cache is left alone)."""
+        self._scores.clear()
+
+    def encode(self, request: ScoreRequest) -> tuple[list[int], list[int]]:
+        """Token ids (cut after the last separator) and one read position per step."""
+        self.format.check_text(request.question, request.steps)
+        enc = self.format.encode(request.question, request.steps)
+        return enc.ids[: enc.positions[-1] + 1], enc.positions
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
+        """One :class:`StepScores` per request, in order, from ONE ``LLM.encode`` call."""
+        from vllm.inputs import TokensPrompt
+
+        results: list[StepScores | None] = [None] * len(requests)
+        todo: list[tuple[int, list[int], list[bytes]]] = []
+        for i, req in enumerate(requests):
+            if not req.steps:
+                results[i] = StepScores(np.zeros(0, dtype=np.float64), 0, 0)
+                continue
+            ids, positions = self.encode(req)
+            if self.max_length is not None and len(ids) > self.max_length:
+                raise ValueError(
+                    f"request {i}: the {self.family} input has {len(ids)} tokens up to the last "
+                    f"step, more than the PRM context of {self.max_length}; steps are never "
+                    "silently truncated"
+                )
+            digests = _digests(ids, [p + 1 for p in positions]) if self._limit else []
+            got = [self._scores.get(d) for d in digests]
+            if digests and all(s is not None for s in got):
+                for d in digests:
+                    self._scores.move_to_end(d)
+                results[i] = StepScores(np.array(got, dtype=np.float64), 0, len(ids))
+                continue
+            todo.append((i, ids, digests))
+        if todo:
+            outputs = self.llm.encode([TokensPrompt(prompt_token_ids=ids) for _, ids, _ in todo],
+                                      pooling_task="token_classify", use_tqdm=False)
+            for (i, ids, digests), out in zip(todo, outputs, strict=True):
+                scores = self._read(requests[i], out)
+                for d, s in zip(digests, scores.tolist()):
+                    self._remember(d, s)
+                cached = min(int(out.num_cached_tokens or 0), len(ids))
+                results[i] = StepScores(scores, len(ids) - cached, cached)
+        return results  # type: ignore[return-value]
+
+    def _read(self, request: ScoreRequest, out: Any) -> np.ndarray:
+        """The positive-class probability of every step from one pooling output."""
+        data = out.outputs.data
+        rows = np.asarray(data.float().cpu().numpy() if hasattr(data, "cpu") else data,
+                          dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[0] != len(request.steps) or rows.shape[1] < 2:
+            raise ScoreCountError(
+                f"{self.family}: vLLM returned scores of shape {rows.shape} for "
+                f"{len(request.steps)} steps; the step separator must occur once per step"
+            )
+        return rows[:, self.format.positive_index].copy()
+
+    def _remember(self, digest: bytes, score: float) -> None:
+        self._scores[digest] = score
+        self._scores.move_to_end(digest)
+        while len(self._scores) > self._limit:
+            self._scores.popitem(last=False)
+
+
+def vllm_qwen_prm(model: str | Path, **kwargs: Any) -> VLLMPRMScorer:
+    """The ``qwen-prm`` family on vLLM (registered as ``vllm-qwen-prm``)."""
+    return VLLMPRMScorer(model, "qwen-prm", **kwargs)

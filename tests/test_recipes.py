@@ -1,0 +1,93 @@
+"""Every shipped recipe parses and resolves to a valid sweep configuration (nothing is loaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("yaml")
+
+from prmsearch.benchmarks.sweep import SweepConfig
+from prmsearch.recipes import RecipeError, load_recipe, parse_recipe
+
+RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+MINIMAL = {
+    "name": "t",
+    "policy": {"backend": "vllm", "model": "some/model", "args": {"gpu_memory_utilization": 0.5}},
+    "prm": {"backend": "vllm", "family": "qwen-prm", "model": "some/prm"},
+    "strategies": {"beam": {"aggregation": "last"}},
+    "budgets": [4, 16],
+}
+
+
+def test_there_are_recipes():
+    names = {p.name for p in RECIPES}
+    assert "qwen25-math-1.5b_qwen-prm-7b_math500.yaml" in names
+    assert "llama32-1b_rlhflow-8b_math500.yaml" in names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_recipe_resolves_to_a_valid_sweep(path):
+    recipe = load_recipe(path)
+    assert isinstance(recipe.sweep, SweepConfig)
+    assert recipe.sweep.cells()  # every (strategy, budget, seed) builds its strategy config
+    assert recipe.policy.model and recipe.prm.model and recipe.prm.family
+    assert recipe.sweep.policy_backend == recipe.policy.backend
+    assert recipe.sweep.prm_family == recipe.prm.family
+    assert recipe.prm.scorer_name() in ("vllm-qwen-prm", recipe.prm.family)
+    assert recipe.sweep.to_dict()["strategies"]  # JSON-ready for the manifest
+
+
+def test_the_papers_setups():
+    qwen = load_recipe(RECIPES[0].parent / "qwen25-math-1.5b_qwen-prm-7b_math500.yaml")
+    assert set(qwen.sweep.strategies) == {"beam", "weighted_vote", "particle_filter"}
+    assert min(qwen.sweep.budgets) == 4 and max(qwen.sweep.budgets) == 256
+    assert qwen.sweep.dataset == "math500"
+    shares = qwen.policy.args["gpu_memory_utilization"] + qwen.prm.args["gpu_memory_utilization"]
+    assert shares < 1.0  # both engines fit on one GPU
+    llama = load_recipe(RECIPES[0].parent / "llama32-1b_rlhflow-8b_math500.yaml")
+    assert llama.prm.family == "rlhflow" and llama.prm.backend == "hf"
+    assert llama.sweep.strategy_options("beam", 16)["aggregation"] == "last"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"colour": 1}, "unknown keys"),
+        ({"policy": {"backend": "tgi", "model": "m"}}, "policy.backend"),
+        ({"prm": {"backend": "vllm", "family": "rlhflow", "model": "m"}}, "use prm.backend: hf"),
+        ({"prm": {"backend": "hf", "family": "qwen", "model": "m"}}, "prm.family"),
+        ({"policy": {"backend": "vllm", "model": "m", "args": {"gpu_mem": 1}}}, "unknown policy.args"),
+        ({"policy": {"backend": "openai", "model": "m"}}, "base_url"),
+        ({"strategies": {"beem": {}}}, "beem"),
+        ({"budgets": [0]}, "budgets"),
+        ({"dataset": {"name": "nope"}}, "unknown dataset"),
+        ({"sampling": {"top_p": 1.5}}, "top_p"),
+    ],
+)
+def test_bad_recipes_name_the_problem(change, message):
+    with pytest.raises(RecipeError, match=message):
+        parse_recipe({**MINIMAL, **change})
+
+
+def test_invalid_yaml_is_a_recipe_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(RecipeError, match="not valid YAML"):
+        load_recipe(bad)
+
+
+def test_building_uses_the_registered_backends(monkeypatch):
+    from prmsearch.policies.base import POLICIES
+    from prmsearch.scorers.base import SCORERS
+
+    made = {}
+    monkeypatch.setitem(POLICIES._entries, "vllm", type(POLICIES.entry("arith"))(
+        "vllm", lambda **kw: made.setdefault("policy", kw)))
+    monkeypatch.setitem(SCORERS._entries, "vllm-qwen-prm", type(SCORERS.entry("arith"))(
+        "vllm-qwen-prm", lambda **kw: made.setdefault("prm", kw)))
+    recipe = parse_recipe(MINIMAL)
+    recipe.build_backends()
+    assert made["policy"] == {"model": "some/model", "gpu_memory_utilization": 0.5}
+    assert made["prm"] == {"model": "some/prm"}

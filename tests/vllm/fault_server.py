@@ -1,0 +1,104 @@
+"""A tiny fault-injecting OpenAI-style ``/v1/completions`` server on 127.0.0.1 (a thread).
+
+It answers the plain arithmetic-style prompt ``question\\n\\n step\\n\\n ...`` with canned steps
+(``step 1``, ``step 2``, then a boxed answer) and can misbehave on demand:
+
+* ``fail_first``: the first k requests get HTTP 500;
+* ``mode``: ``"ok"``, ``"500"`` (always), ``"malformed"`` (invalid JSON), ``"hang"`` (sleeps
+  ``hang_s`` before answering), ``"one_choice"`` (ignores ``n``);
+* prompts containing ``POISON`` always get HTTP 500 (a per-problem failure).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FaultServer:
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.fail_first = 0
+        self.hang_s = 3.0
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(size) or b"{}")
+                with outer._lock:
+                    outer.requests.append(body)
+                    outer.headers.append(dict(self.headers))
+                    count = len(outer.requests)
+                status, payload = outer.answer(body, count)
+                if status == -1:  # hang: answer late (the client has given up by then)
+                    time.sleep(outer.hang_s)
+                    status, payload = 200, json.dumps(outer.completion(body)).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def reset(self, mode: str = "ok", fail_first: int = 0) -> None:
+        with self._lock:
+            self.mode, self.fail_first = mode, fail_first
+            self.requests.clear()
+            self.headers.clear()
+
+    def answer(self, body: dict[str, Any], count: int) -> tuple[int, bytes]:
+        prompt = body.get("prompt", "")
+        if "POISON" in str(prompt) or self.mode == "500" or count <= self.fail_first:
+            return 500, b'{"error": "injected failure"}'
+        if self.mode == "malformed":
+            return 200, b'{"choices": [{"text": "trunc'
+        if self.mode == "hang":
+            return -1, b""
+        return 200, json.dumps(self.completion(body)).encode()
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = str(body.get("prompt", ""))
+        depth = prompt.count("\n\n")  # the question's own blank line counts once
+        n = 1 if self.mode == "one_choice" else int(body.get("n", 1))
+        choices = []
+        for k in range(n):
+            if depth >= 3:
+                text, reason = f"so the answer is \\boxed{{{7 + k % 2}}}", "stop"
+            else:
+                text, reason = f"step {depth} variant {k}", "stop"
+            tokens = text.split(" ")
+            offsets, pos = [], 0
+            for t in tokens:
+                offsets.append(pos)
+                pos += len(t) + 1
+            choices.append({
+                "index": k, "text": text, "finish_reason": reason, "stop_reason": "\n\n",
+                "logprobs": {"tokens": tokens, "token_logprobs": [-0.1] * len(tokens),
+                             "text_offset": offsets},
+            })
+        prompt_tokens = len(prompt.split())
+        return {"choices": choices, "usage": {"prompt_tokens": prompt_tokens,
+                                              "completion_tokens": 4 * n,
+                                              "prompt_tokens_details": {"cached_tokens": 2}}}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
