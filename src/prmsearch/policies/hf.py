@@ -201,6 +201,10 @@ class HFPolicy:
         """Parameter count, for the FLOP estimate."""
         return self._num_parameters
 
+    def clear_caches(self) -> None:
+        """Drop every cached prefix KV (e.g. between benchmark runs that must start cold)."""
+        self.prefix_cache.clear()
+
     # ----------------------------------------------------------------------------- prompts
     def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
         """The exact text fed to the model for ``question`` and the steps taken so far."""
