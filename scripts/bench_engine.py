@@ -20,7 +20,9 @@ from prmsearch.benchmarks.engine import measure_engine
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problems", type=int, default=64)
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--width", type=int, default=4)
@@ -42,11 +44,18 @@ def main() -> None:
 
     problems = load_split("test", args.problems)
     figures = measure_engine(
-        policy, scorer, [p.question for p in problems], [str(p.answer) for p in problems],
-        n=args.n, width=args.width, clear_caches=clear_caches,
+        policy,
+        scorer,
+        [p.question for p in problems],
+        [str(p.answer) for p in problems],
+        n=args.n,
+        width=args.width,
+        clear_caches=clear_caches,
     )
-    print(f"beam N={args.n} width={args.width}, {args.problems} arithmetic test problems, "
-          f"scorer {args.scorer}, {args.threads} threads\n")
+    print(
+        f"beam N={args.n} width={args.width}, {args.problems} arithmetic test problems, "
+        f"scorer {args.scorer}, {args.threads} threads\n"
+    )
     print(figures.table())
 
 
