@@ -13,6 +13,7 @@ trained policy (which already computes the arithmetic), and training mixes two l
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -41,6 +42,10 @@ class PRMTrainConfig:
         lm_batch: gold solutions per step for that loss.
         seed: data order and head initialisation.
         threads: torch CPU threads.
+        extra_layers: transformer layers stacked on top of the policy's (their output
+            projections start at zero, so the PRM starts as the policy). The policy's last layer
+            holds its prediction of each result; layers above it can compare that prediction
+            with the digits actually written, which the policy's own layers cannot do.
     """
 
     steps: int = 600
@@ -51,6 +56,7 @@ class PRMTrainConfig:
     lm_batch: int = 8
     seed: int = 0
     threads: int = 2
+    extra_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "warmup", "lm_batch", "threads"):
@@ -61,6 +67,8 @@ class PRMTrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.lm_weight < 0:
             raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
+        if not isinstance(self.extra_layers, int) or self.extra_layers < 0:
+            raise ValueError(f"extra_layers must be an int >= 0, got {self.extra_layers!r}")
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,11 @@ def _lr(step: int, cfg: PRMTrainConfig) -> float:
 
 
 def init_from_policy(
-    policy_dir: str | Path, seed: int, separator: str = "<extra_0>", delimiter: str = "\n\n"
+    policy_dir: str | Path,
+    seed: int,
+    separator: str = "<extra_0>",
+    delimiter: str = "\n\n",
+    extra_layers: int = 0,
 ) -> tuple[BaseWithHead, object]:
     """A PRM whose body is the policy's transformer and whose head is fresh.
 
@@ -138,8 +150,20 @@ def init_from_policy(
     with quiet_loading():
         policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(policy_dir))
-    prm = build_qwen_prm(policy.config, seed=seed)
-    prm.base.load_state_dict(policy.model.state_dict())
+    config = copy.deepcopy(policy.config)
+    depth = config.num_hidden_layers
+    if extra_layers:
+        config.num_hidden_layers = depth + extra_layers
+        if getattr(config, "layer_types", None):
+            config.layer_types = list(config.layer_types) + [config.layer_types[-1]] * extra_layers
+    prm = build_qwen_prm(config, seed=seed)
+    missing, unexpected = prm.base.load_state_dict(policy.model.state_dict(), strict=False)
+    if unexpected or any(not k.startswith("layers.") for k in missing):
+        raise ValueError(f"policy and PRM bodies differ: missing {missing}, unexpected {unexpected}")
+    with torch.no_grad():
+        for layer in prm.base.layers[depth:]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
     (sep_id,) = tokenizer.encode(separator, add_special_tokens=False)
     delim_ids = tokenizer.encode(delimiter, add_special_tokens=False)
     if len(delim_ids) == 1:
@@ -160,7 +184,7 @@ def train_prm(
 ) -> BaseWithHead:
     """Train a PRM on ``solutions`` labelled by ``source``; save it to ``out`` when given."""
     torch.set_num_threads(cfg.threads)
-    prm, tokenizer = init_from_policy(policy_dir, cfg.seed)
+    prm, tokenizer = init_from_policy(policy_dir, cfg.seed, extra_layers=cfg.extra_layers)
     fmt = QwenPRMFormat(tokenizer)
     examples = encode_examples(fmt, solutions, source)
     if not examples:
