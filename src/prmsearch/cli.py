@@ -165,6 +165,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         options=options,
         chunk=args.chunk,
+        subsample_bon=args.subsample_bon,
     )
     return _run_bench(args, config)
 
@@ -179,6 +180,8 @@ def _bench_recipe(args: argparse.Namespace) -> int:
     config = recipe.sweep
     if args.limit is not None:
         config = dataclasses.replace(config, limit=args.limit)
+    if args.subsample_bon:
+        config = dataclasses.replace(config, subsample_bon=True)
     return _run_bench(args, config, backends=recipe.build_backends)
 
 
@@ -199,8 +202,15 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
     )
     problems = [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
     out = Path(args.out) if args.out else timestamped_folder("runs", config.dataset)
-    policy = scorer = None
-    if backends is not None:
+    policy = scorer = runner = None
+    if getattr(args, "ray", False) or getattr(args, "ray_address", None):
+        from prmsearch.benchmarks.distributed import RayConfig, RayRunner
+
+        ray_config = RayConfig(address=args.ray_address, workers=args.ray_workers)
+        runner = RayRunner(ray_config, backends=backends)  # each actor builds its own backends
+    elif getattr(args, "ray_workers", None) is not None:
+        raise ValueError("--ray-workers needs --ray or --ray-address")
+    elif backends is not None:
         policy, scorer = backends()
     folder = run_sweep(
         config,
@@ -210,6 +220,7 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
         progress=not args.no_progress,
         policy=policy,
         scorer=scorer,
+        runner=runner,
     )
     qids = {p.qid for p in problems}
     rows = [r for r in folder.rows() if r["qid"] in qids]
@@ -253,6 +264,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--chunk", type=int, default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")
     bench.add_argument("--no-progress", action="store_true")
+    bench.add_argument(
+        "--subsample-bon",
+        action="store_true",
+        help="run best_of_n/self_consistency/weighted_vote at the largest budget only and derive "
+        "the smaller budgets by subsampling its candidates (marked in the summary)",
+    )
+    bench.add_argument("--ray", action="store_true", help="shard problems over a local Ray cluster")
+    bench.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
+    bench.add_argument(
+        "--ray-workers",
+        type=int,
+        default=None,
+        metavar="K",
+        help="Ray actors, each with its own backends (default: one per GPU, else 2)",
+    )
     bench.add_argument(
         "--option",
         "-o",

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.api import Searcher, problem_seed, resolve_policy, resolve_scorer
-from prmsearch.benchmarks.results import ResultsFolder, RowKey
+from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
+from prmsearch.benchmarks.subsample import SUBSAMPLABLE, append_subsampled
 from prmsearch.policies.base import Policy, SamplingParams
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
@@ -55,6 +56,9 @@ class SweepConfig:
         options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
             DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
         chunk: problems per batched driver run.
+        subsample_bon: run the best-of-N family (best_of_n, self_consistency, weighted_vote)
+            only at the largest budget and derive the smaller budgets by subsampling its
+            candidates (rows marked ``subsampled``; see ``prmsearch.benchmarks.subsample``).
     """
 
     dataset: str = "arith"
@@ -76,6 +80,7 @@ class SweepConfig:
     max_depth: int = 32
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunk: int = 64
+    subsample_bon: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -108,6 +113,8 @@ class SweepConfig:
         cells = []
         for strategy in self.strategies:
             budgets = (1,) if strategy == "greedy" else self.budgets
+            if self.subsample_bon and strategy in SUBSAMPLABLE:
+                budgets = (max(self.budgets),)  # the smaller budgets are derived from this one
             for budget in budgets:
                 for seed in self.seeds:
                     cells.append((strategy, budget, seed))
@@ -131,6 +138,8 @@ class SweepConfig:
         data = dataclasses.asdict(self)
         for key in ("strategies", "budgets", "seeds"):
             data[key] = list(data[key])
+        if not self.subsample_bon:  # manifests written before the option existed still resume
+            del data["subsample_bon"]
         return data
 
 
@@ -150,6 +159,22 @@ def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
     else:
         policy = resolve_policy(config.policy)
     return policy, resolve_scorer(config.prm, config.prm_family)
+
+
+def make_searcher(
+    config: SweepConfig, policy: Policy, scorer: Scorer, strategy: str, budget: int, seed: int, matcher
+) -> Searcher:
+    """The searcher of one sweep cell (strategy, budget, seed) over loaded backends."""
+    return Searcher(
+        policy,
+        scorer,
+        strategy,
+        sampling=config.sampling(),
+        max_depth=config.max_depth,
+        seed=seed,
+        matcher=matcher,
+        **config.strategy_options(strategy, budget),
+    )
 
 
 def result_row(
@@ -178,6 +203,10 @@ def result_row(
         "step_scores": data["step_scores"],
         "ledger": data["ledger"],
         "error": result.error,
+        "candidates": [
+            {"answer": c.answer, "group": c.group, "score": None if math.isnan(c.score) else float(c.score)}
+            for c in result.candidates
+        ],
     }
 
 
@@ -210,8 +239,13 @@ def run_sweep(
     grade: Callable[[str | None, str], bool] | None = None,
     progress: bool = True,
     matcher=None,
+    runner=None,
 ) -> ResultsFolder:
-    """Run every cell of ``config`` over ``problems``, appending rows to ``out/results.jsonl``."""
+    """Run every cell of ``config`` over ``problems``, appending rows to ``out/results.jsonl``.
+
+    ``runner`` (e.g. :class:`~prmsearch.benchmarks.distributed.RayRunner`) runs the chunks
+    elsewhere and hands their rows back; this process stays the only writer of the folder.
+    """
     folder = ResultsFolder(Path(out))
     done = folder.open(config.to_dict(), resume=resume)
     if grade is None:
@@ -228,53 +262,76 @@ def run_sweep(
         if pending:
             todo.append((strategy, budget, seed, pending))
     total = sum(len(p) for *_, p in todo)
-    if total == 0:
-        return folder
-    if policy is None or scorer is None:
-        policy, scorer = build_backends(config)
-    bar = _progress_bar(total, progress)
-    try:
-        for strategy, budget, seed, pending in todo:
-            searcher = Searcher(
-                policy,
-                scorer,
-                strategy,
-                sampling=config.sampling(),
-                max_depth=config.max_depth,
-                seed=seed,
-                matcher=matcher,
-                **config.strategy_options(strategy, budget),
-            )
-            bar.set_description(f"{strategy} n={budget} seed={seed}")
-            for start in range(0, len(pending), config.chunk):
-                chunk = pending[start : start + config.chunk]
-                _run_chunk(folder, searcher, chunk, strategy, budget, seed, grade, done, bar)
-    finally:
-        bar.close()
+    if total:
+        _run_todo(config, todo, folder, done, policy, scorer, grade, matcher, runner, progress)
+    if config.subsample_bon:
+        append_subsampled(folder, config, done, grade)
     return folder
 
 
-def _run_chunk(folder, searcher, chunk, strategy, budget, seed, grade, done: set[RowKey], bar):
-    def write(index: int, result: SearchResult) -> None:
-        problem = chunk[index]
-        key = (problem.qid, strategy, budget, seed)
+def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, matcher, runner, progress):
+    bar = _progress_bar(sum(len(p) for *_, p in todo), progress)
+
+    def emit(row: dict[str, Any]) -> None:  # the single writer: a key is never written twice
+        key = row_key(row)
         if key in done:
             return
-        folder.append(result_row(problem, strategy, budget, seed, result, grade))
+        folder.append(row)
         done.add(key)
         bar.update(1)
+
+    try:
+        chunks = [
+            (strategy, budget, seed, pending[start : start + config.chunk])
+            for strategy, budget, seed, pending in todo
+            for start in range(0, len(pending), config.chunk)
+        ]
+        if runner is not None:
+            bar.set_description(runner.describe())
+            runner.run(config, chunks, emit, grade=grade, matcher=matcher)
+            return
+        if policy is None or scorer is None:
+            policy, scorer = build_backends(config)
+        cell: tuple[str, int, int] | None = None
+        for strategy, budget, seed, chunk in chunks:
+            if cell != (strategy, budget, seed):  # one searcher per cell, as its chunks are adjacent
+                cell = (strategy, budget, seed)
+                searcher = make_searcher(config, policy, scorer, *cell, matcher)
+                bar.set_description(f"{strategy} n={budget} seed={seed}")
+            chunk_rows(searcher, chunk, strategy, budget, seed, grade, emit)
+    finally:
+        bar.close()
+
+
+def chunk_rows(
+    searcher: Searcher,
+    chunk: Sequence[SweepProblem],
+    strategy: str,
+    budget: int,
+    seed: int,
+    grade: Callable[[str | None, str], bool],
+    emit: Callable[[dict[str, Any]], None],
+) -> None:
+    """Search one chunk in one batched run and ``emit`` each problem's row as it finishes.
+
+    A failure the driver could not contain gives the problems not yet emitted an error row.
+    """
+    emitted: set[int] = set()
+
+    def write(index: int, result: SearchResult) -> None:
+        if index not in emitted:
+            emitted.add(index)
+            emit(result_row(chunk[index], strategy, budget, seed, result, grade))
 
     seeds = [problem_seed(seed, p.question) for p in chunk]
     try:
         searcher.run([p.question for p in chunk], seeds=seeds, on_result=write)
     except Exception as exc:  # a failure the driver could not contain: record and go on
         message = f"sweep failed: {type(exc).__name__}: {exc}"
-        for problem in chunk:
-            key = (problem.qid, strategy, budget, seed)
-            if key not in done:
-                folder.append(error_row(problem, strategy, budget, seed, message))
-                done.add(key)
-                bar.update(1)
+        for index, problem in enumerate(chunk):
+            if index not in emitted:
+                emitted.add(index)
+                emit(error_row(problem, strategy, budget, seed, message))
 
 
 class _NullBar:

@@ -65,6 +65,23 @@ class RunConfig:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One of the solutions a strategy chose among (for offline re-selection, e.g. subsampling).
+
+    Attributes:
+        node: its last node in the tree.
+        answer: its extracted answer (None when it has none).
+        group: its answer group (equivalent answers share one; ``NO_GROUP`` when no answer).
+        score: its aggregated path score under the strategy's aggregation (NaN when unscored).
+    """
+
+    node: int
+    answer: str | None
+    group: int
+    score: float
+
+
 @dataclass
 class SearchResult:
     """The outcome of one problem's search.
@@ -83,6 +100,7 @@ class SearchResult:
         seed: the problem's seed.
         error: ``"ExceptionType: message"`` when the search failed, else None.
         notes: remarks for the user (e.g. a question outside the models' domain).
+        candidates: the strategy's candidates, in the order it listed them (empty on failure).
     """
 
     question: str
@@ -98,6 +116,7 @@ class SearchResult:
     seed: int
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    candidates: tuple[Candidate, ...] = ()
 
     @property
     def text(self) -> str:
@@ -482,9 +501,14 @@ class Driver:
         if answer is None and steps:
             answer = extract_answer(self.config.sampling.delimiter.join(steps))
         votes: list[Vote] = []
+        candidates: tuple[Candidate, ...] = ()
         score = float("nan")
         if choice is not None:
             votes = tally(tree, choice.candidates, aggregation)
+            candidates = tuple(
+                Candidate(c, tree.answer[c], int(tree.answer_group[c]), path_score(tree, c, aggregation))
+                for c in choice.candidates
+            )
             if node != ROOT:
                 score = path_score(tree, node, aggregation)
         return SearchResult(
@@ -500,4 +524,5 @@ class Driver:
             ledger=job.ledger,
             seed=job.seed,
             error=job.error,
+            candidates=candidates if job.error is None else (),
         )

@@ -1,0 +1,233 @@
+"""Best-of-N-family results at smaller budgets, derived from one run at the largest budget.
+
+``best_of_n``, ``self_consistency`` and ``weighted_vote`` generate their N solutions
+independently in one round and differ only in the final selection, so a run at N' < N can be
+estimated from a run at N by keeping N' of its candidates and selecting again (the peers'
+benchmarks do the same). Each row at N carries its candidates (answer, answer group, aggregated
+score; see :func:`prmsearch.benchmarks.sweep.result_row`), and the selection is re-applied with
+the rules of :mod:`prmsearch.search.selection`: ``argmax`` takes the best-scored answered
+candidate, ``majority`` the answer with the most votes, ``weighted`` the answer with the largest
+summed score; ties break on the total score, then on the earliest candidate.
+
+Which N' candidates:
+
+* by default (``seed=None``) the FIRST N': the samples of one request are exchangeable, so the
+  first N' are as random a subset as any; the subsets are nested, so the curve over budgets is
+  that of one growing run; and with a backend whose i-th sample depends only on the request seed
+  and i (the scripted and embedded policies), it reproduces a real run at N' exactly.
+* with an int ``seed``, a seeded uniform subset per (problem, budget, run seed).
+
+One draw per row, not an average of several: a row's ``correct`` stays a 0/1 outcome, which the
+summary's bootstrap interval assumes. Derived rows are marked ``"subsampled": true`` (the summary
+carries it per run), have no ``steps`` (only the candidates were kept), and their ledger is the
+full run's scaled to N' samples (see :func:`scaled_ledger`).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
+from prmsearch.search.driver import mix_seed
+from prmsearch.search.protocol import strategy_spec
+from prmsearch.search.selection import Selection
+from prmsearch.tree import NO_GROUP
+
+if TYPE_CHECKING:
+    from prmsearch.benchmarks.sweep import SweepConfig
+
+#: Strategies whose candidates are independent whole solutions from one round.
+SUBSAMPLABLE = ("best_of_n", "self_consistency", "weighted_vote")
+
+#: Ledger counts that grow with the number of samples (scaled by N'/N); the others (policy
+#: calls, prompt tokens) are per request and stay as they are.
+_PER_SAMPLE = (
+    "generations",
+    "generated_tokens",
+    "prm_calls",
+    "prm_tokens_computed",
+    "prm_tokens_cached",
+    "prm_flops",
+)
+
+Grade = Callable[[str | None, str], bool]
+
+
+def default_selection(strategy: str, options: Mapping[str, Any] | None = None) -> Selection:
+    """The final selection ``strategy`` uses with ``options`` (its config decides, not its name)."""
+    if strategy not in SUBSAMPLABLE:
+        raise ValueError(f"strategy {strategy!r} cannot be subsampled; only {', '.join(SUBSAMPLABLE)} can")
+    bound = strategy_spec(strategy).configure(**{"n": 1, **dict(options or {})})
+    return Selection.parse(bound.config.selection)
+
+
+def _key(score: float | None) -> float:
+    """Ranking key of a stored score: a missing (unscored) one ranks below every real score."""
+    return -math.inf if score is None or math.isnan(score) else float(score)
+
+
+def _group(candidate: Mapping[str, Any]) -> Any:
+    """The candidate's answer group: the recorded one, else its answer string (None: no answer)."""
+    if candidate.get("answer") is None or candidate.get("group") == NO_GROUP:
+        return None
+    return candidate.get("group", candidate["answer"])
+
+
+def _best(candidates: Sequence[Mapping[str, Any]], indices: Sequence[int]) -> int:
+    """The index with the highest score, the earliest on ties."""
+    best = indices[0]
+    for i in indices[1:]:
+        if _key(candidates[i]["score"]) > _key(candidates[best]["score"]):
+            best = i
+    return best
+
+
+def select_candidate(candidates: Sequence[Mapping[str, Any]], selection: Selection | str) -> int:
+    """Index of the candidate the final ``selection`` picks, with the tie rules of
+    :func:`prmsearch.search.selection.select` (candidate order standing for node order)."""
+    if not candidates:
+        raise ValueError("select_candidate() needs at least one candidate")
+    selection = Selection.parse(selection)
+    answered = [i for i, c in enumerate(candidates) if _group(c) is not None]
+    if selection is Selection.ARGMAX or not answered:
+        return _best(candidates, answered or list(range(len(candidates))))
+    members: dict[Any, list[int]] = {}
+    for i in answered:
+        members.setdefault(_group(candidates[i]), []).append(i)
+    votes = []
+    for indices in members.values():
+        keys = [_key(candidates[i]["score"]) for i in indices]
+        weight = sum(0.0 if k == -math.inf else k for k in keys)  # unscored paths weigh nothing
+        votes.append((len(indices), weight, _best(candidates, indices)))
+    if selection is Selection.WEIGHTED:
+        votes.sort(key=lambda v: (-v[1], -v[0], v[2]))
+    else:
+        votes.sort(key=lambda v: (-v[0], -v[1], v[2]))
+    return votes[0][2]
+
+
+def scaled_ledger(ledger: Mapping[str, Any] | None, fraction: float) -> dict[str, Any] | None:
+    """The ledger of ``fraction`` of a run's samples: per-sample counts (and wall time) scaled
+    and rounded, per-request counts kept, policy FLOPs recomputed from the scaled tokens."""
+    if not ledger:
+        return None
+    out = dict(ledger)
+    for name in _PER_SAMPLE:
+        if name in out:
+            out[name] = round(out[name] * fraction)
+    if "wall_s" in out:
+        out["wall_s"] = out["wall_s"] * fraction
+    tokens = ledger.get("prompt_tokens_computed", 0) + ledger.get("generated_tokens", 0)
+    if tokens and "policy_flops" in out:
+        per_token = ledger["policy_flops"] // tokens  # exactly 2 x policy parameters
+        out["policy_flops"] = per_token * (out.get("prompt_tokens_computed", 0) + out["generated_tokens"])
+    if "flops" in out:
+        out["flops"] = out.get("policy_flops", 0) + out.get("prm_flops", 0)
+    return out
+
+
+def _draw(row: Mapping[str, Any], budget: int, seed: int | None) -> list[int]:
+    """Which candidates a row keeps at a smaller ``budget`` (in their order, so ties break alike)."""
+    if seed is None:
+        return list(range(budget))
+    qid = zlib.crc32(str(row["qid"]).encode("utf-8"))
+    rng = np.random.default_rng(mix_seed(seed, int(row["seed"]), budget, qid))
+    return sorted(int(i) for i in rng.choice(len(row["candidates"]), size=budget, replace=False))
+
+
+def subsampled_rows(
+    rows: Iterable[Mapping[str, Any]],
+    budgets: Sequence[int],
+    seed: int | None = None,
+    *,
+    grade: Grade | None = None,
+    selections: Mapping[str, Selection | str] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows at each smaller budget in ``budgets``, derived from the best-of-N-family ``rows``.
+
+    Each input row at budget N gives one row per budget N' < N (budgets >= N are skipped), with
+    the answer re-selected from N' of its candidates and graded again with ``grade`` (default:
+    the benchmark grader). ``selections`` overrides a strategy's selection (default: its
+    config's). ``seed=None`` keeps the first N' candidates, an int draws a seeded subset.
+    Rows of other strategies are ignored; a row that failed gives failed rows.
+    """
+    if grade is None:
+        from prmsearch.benchmarks.grading import is_equivalent
+
+        grade = is_equivalent
+    graded: dict[tuple[str, str], bool] = {}
+
+    def is_correct(answer: str | None, gold: str) -> bool:
+        if answer is None:
+            return False
+        if (answer, gold) not in graded:
+            graded[(answer, gold)] = bool(grade(answer, gold))
+        return graded[(answer, gold)]
+
+    wanted = sorted({int(b) for b in budgets})
+    if not wanted or wanted[0] < 1:
+        raise ValueError(f"budgets must be ints >= 1, got {list(budgets)}")
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        strategy = row["strategy"]
+        if strategy not in SUBSAMPLABLE:
+            continue
+        full = int(row["budget"])
+        selection = Selection.parse((selections or {}).get(strategy) or default_selection(strategy))
+        candidates = row.get("candidates")
+        if not row.get("error") and not candidates:
+            raise ValueError(
+                f"row {row_key(row)} has no candidates to subsample (written before rows kept them?)"
+            )
+        for budget in (b for b in wanted if b < full):
+            derived = {**row, "budget": budget, "subsampled": True, "subsampled_from": full}
+            derived["steps"], derived["step_scores"] = [], []
+            derived["ledger"] = scaled_ledger(row.get("ledger"), budget / full)
+            if row.get("error"):
+                derived.update(answer=None, correct=False, score=None, candidates=[])
+                out.append(derived)
+                continue
+            if len(candidates) != full:
+                raise ValueError(f"row {row_key(row)} has {len(candidates)} candidates, expected {full}")
+            kept = [candidates[i] for i in _draw(row, budget, seed)]
+            chosen = kept[select_candidate(kept, selection)]
+            derived.update(
+                answer=chosen["answer"],
+                correct=is_correct(chosen["answer"], str(row["gold"])),
+                score=chosen["score"],
+                candidates=kept,
+            )
+            out.append(derived)
+    return out
+
+
+def append_subsampled(
+    folder: ResultsFolder, config: SweepConfig, done: set[RowKey], grade: Grade | None = None
+) -> int:
+    """Derive the smaller budgets of ``config``'s best-of-N family from the rows at its largest
+    budget and append those not in ``done``; returns how many were appended (resumable)."""
+    largest = max(config.budgets)
+    smaller = [b for b in config.budgets if b < largest]
+    strategies = [s for s in config.strategies if s in SUBSAMPLABLE]
+    if not smaller or not strategies:
+        return 0
+    selections = {s: default_selection(s, config.strategy_options(s, largest)) for s in strategies}
+    sources = []
+    for row in folder.rows():
+        if row["strategy"] not in selections or int(row["budget"]) != largest or row.get("subsampled"):
+            continue
+        if any((str(row["qid"]), row["strategy"], b, int(row["seed"])) not in done for b in smaller):
+            sources.append(row)
+    appended = 0
+    for row in subsampled_rows(sources, smaller, grade=grade, selections=selections):
+        key = row_key(row)
+        if key not in done:
+            folder.append(row)
+            done.add(key)
+            appended += 1
+    return appended

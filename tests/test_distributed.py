@@ -1,0 +1,127 @@
+"""Sweeps sharded over Ray actors: the same rows as one process, streamed to one writer, resumable."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import synthetic_backends
+
+from prmsearch.answers import AnswerMatcher, canonical_answer
+from prmsearch.benchmarks.distributed import RayConfig, RayRunner, SweepWorker
+from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
+
+PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(5)]
+CONFIG = SweepConfig(strategies=("greedy", "beam", "best_of_n"), budgets=(1, 4), seeds=(0, 1), chunk=2)
+FACTORY = functools.partial(synthetic_backends, depth=2)  # picklable: each actor builds its own
+
+
+def grade(answer, gold):
+    return answer is not None and canonical_answer(answer) == canonical_answer(gold)
+
+
+def sweep(out, runner=None, **kw):
+    policy, scorer = FACTORY()
+    return run_sweep(
+        CONFIG,
+        PROBLEMS,
+        out,
+        policy=policy,
+        scorer=scorer,
+        grade=grade,
+        matcher=AnswerMatcher(),
+        progress=False,
+        runner=runner,
+        **kw,
+    )
+
+
+def comparable(folder):
+    """Rows in key order, ledgers without wall time (which differs between runs)."""
+    rows = []
+    for row in folder.rows():
+        ledger = {k: v for k, v in (row["ledger"] or {}).items() if k != "wall_s"}
+        rows.append({**row, "ledger": ledger})
+    return sorted(rows, key=lambda r: (r["qid"], r["strategy"], r["budget"], r["seed"]))
+
+
+def test_importing_prmsearch_does_not_import_ray():
+    code = "import sys, prmsearch, prmsearch.benchmarks.distributed; assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ray_config_validation():
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        RayConfig(workers=0)
+    with pytest.raises(ValueError, match="inflight"):
+        RayConfig(inflight=0)
+    with pytest.raises(ValueError, match="address"):
+        RayConfig(address=" ")
+
+
+def test_worker_rows_equal_in_process_rows(tmp_path):
+    """The actor's logic, without Ray: a chunk's rows are the in-process run's rows."""
+    expected = comparable(sweep(tmp_path))
+    worker = SweepWorker(CONFIG, FACTORY, grade, AnswerMatcher())
+    rows = [r for s, b, seed in CONFIG.cells() for r in worker.run(s, b, seed, PROBLEMS)]
+    rows = [{**r, "ledger": {k: v for k, v in r["ledger"].items() if k != "wall_s"}} for r in rows]
+    assert sorted(rows, key=lambda r: (r["qid"], r["strategy"], r["budget"], r["seed"])) == expected
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    tests = str(Path(__file__).parent)  # actors import the factory's module (helpers)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": tests}},
+    )
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_rows_equal_single_process_rows(tmp_path, ray_cluster):
+    expected = comparable(sweep(tmp_path / "local"))
+    runner = RayRunner(RayConfig(workers=2), backends=FACTORY)
+    folder = sweep(tmp_path / "ray", runner=runner)
+    assert comparable(folder) == expected  # answers, correct, steps, scores, ledgers but wall time
+
+
+def test_ray_resumes_a_partial_run(tmp_path, ray_cluster):
+    expected = comparable(sweep(tmp_path / "local"))
+    runner = RayRunner(RayConfig(workers=2, inflight=1), backends=FACTORY)
+    folder = sweep(tmp_path / "ray", runner=runner)
+    lines = folder.results_path.read_text().splitlines(keepends=True)
+    folder.results_path.write_text("".join(lines[:9]) + lines[9][:30])  # killed mid-write
+    resumed = sweep(tmp_path / "ray", runner=runner, resume=True)
+    assert comparable(resumed) == expected  # none lost, none twice
+
+
+@pytest.mark.filterwarnings("ignore:No artists")  # an empty summary plots no lines
+def test_cli_bench_ray_flags_reach_the_runner(tmp_path, monkeypatch):
+    import prmsearch.benchmarks.sweep as sweep_module
+    from prmsearch.benchmarks.results import ResultsFolder
+    from prmsearch.cli import main
+
+    seen = {}
+
+    def fake_run_sweep(config, problems, out, **kw):
+        seen.update(kw)
+        folder = ResultsFolder(out)
+        folder.open(config.to_dict(), resume=False)
+        return folder
+
+    monkeypatch.setattr(sweep_module, "run_sweep", fake_run_sweep)
+    args = ["bench", "--limit", "2", "--strategies", "beam", "--out", str(tmp_path), "--json"]
+    assert main([*args, "--ray-address", "auto", "--ray-workers", "3"]) == 0
+    runner = seen["runner"]
+    assert isinstance(runner, RayRunner) and runner.ray_config == RayConfig(address="auto", workers=3)
+    assert seen["policy"] is None and seen["scorer"] is None  # the actors build their own backends
+    assert main([*args, "--resume", "--ray"]) == 0 and seen["runner"].ray_config.address is None
+    assert main([*args, "--resume"]) == 0 and seen["runner"] is None
+    assert main([*args, "--resume", "--ray-workers", "2"]) == 2  # needs --ray or --ray-address
