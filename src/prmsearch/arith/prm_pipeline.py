@@ -135,16 +135,35 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
     variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
     variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
     report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
+
+    def cached(path: Path, compute) -> dict:
+        """Reuse a finished part of an interrupted run (same folder, same configuration)."""
+        if path.exists():
+            return json.loads(path.read_text())
+        result = compute()
+        path.write_text(json.dumps(result) + "\n")
+        return result
+
     for name, data, source, train_cfg in variants:
         folder = out / f"prm-{name}"
-        t0 = time.perf_counter()
-        train_prm(policy_dir, data, source, train_problems, train_cfg, out=folder, log=log)
-        figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
-        report["prms"][name] = {**figures, "train_s": time.perf_counter() - t0}
-        log(f"[{name}] " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()))
+
+        def train_and_evaluate(folder=folder, data=data, source=source, train_cfg=train_cfg) -> dict:
+            t0 = time.perf_counter()
+            if _trained_with(folder) == (dataclasses.asdict(train_cfg), source.value):
+                log(f"[{folder.name}] reusing the model already trained with this configuration in {folder}")
+            else:
+                train_prm(policy_dir, data, source, train_problems, train_cfg, out=folder, log=log)
+            figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
+            return {**figures, "train_s": time.perf_counter() - t0}
+
+        report["prms"][name] = cached(out / f"eval-{name}.json", train_and_evaluate)
+        log(f"[{name}] " + ", ".join(f"{k} {v:.3f}" for k, v in report["prms"][name].items()))
     report["references"] = {
-        "policy-confidence (no PRM)": evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu")),
-        "exact checker (oracle)": evaluate(CheckerScorer()),
+        "policy-confidence (no PRM)": cached(
+            out / "eval-policy-confidence.json",
+            lambda: evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu")),
+        ),
+        "exact checker (oracle)": cached(out / "eval-oracle.json", lambda: evaluate(CheckerScorer())),
     }
     report["baselines"] = {
         "majority": search_accuracy(
@@ -162,6 +181,15 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     log(markdown(report))
     return report
+
+
+def _trained_with(folder: Path) -> tuple[dict, str] | None:
+    """The training configuration and label source recorded in a PRM folder, if any."""
+    meta = folder / "prmsearch.json"
+    if not (meta.exists() and (folder / "model.safetensors").exists()):
+        return None
+    data = json.loads(meta.read_text())
+    return data.get("trained_with"), data.get("label_source")
 
 
 def _constant_scorer():
@@ -217,6 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--train-problems", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="training steps per label source")
     parser.add_argument("--shipped-steps", type=int, default=None, help="steps of the checker+synthetic PRM")
+    parser.add_argument("--extra-layers", type=int, default=None, help="layers stacked on the policy body")
+    parser.add_argument(
+        "--test-problems", type=int, default=None, help="test problems for the search figures"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     cfg = PipelineConfig.smoke() if args.smoke else PipelineConfig()
@@ -224,6 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, train_problems=args.train_problems)
     if args.steps:
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=args.steps))
+    if args.extra_layers is not None:
+        cfg = dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(cfg.train, extra_layers=args.extra_layers),
+            shipped_train=dataclasses.replace(cfg.shipped_train, extra_layers=args.extra_layers),
+        )
+    if args.test_problems:
+        cfg = dataclasses.replace(cfg, test_problems=args.test_problems)
     if args.shipped_steps:
         cfg = dataclasses.replace(
             cfg, shipped_train=dataclasses.replace(cfg.shipped_train, steps=args.shipped_steps)
