@@ -95,10 +95,11 @@ class SweepWorker:
 
     def run(self, strategy: str, budget: int, seed: int, problems: Sequence[Any]) -> list[dict[str, Any]]:
         """The rows of one chunk, in the order its problems finished."""
-        from prmsearch.benchmarks.sweep import chunk_rows, make_searcher
+        from prmsearch.benchmarks.sweep import chunk_rows, clear_backend_caches, make_searcher
 
         cell = (strategy, budget, seed)
         if cell != self._cell:  # chunks of one cell arrive together: keep its searcher
+            clear_backend_caches(self.policy, self.scorer)
             self._searcher = make_searcher(self.config, self.policy, self.scorer, *cell, self.matcher)
             self._cell = cell
         rows: list[dict[str, Any]] = []

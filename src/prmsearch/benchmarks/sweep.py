@@ -269,6 +269,15 @@ def run_sweep(
     return folder
 
 
+def clear_backend_caches(*backends: Any) -> None:
+    """Start a cell with cold prefix and score caches, so no cell is charged less because an
+    earlier cell (e.g. the same samples under another selection rule) warmed them."""
+    for backend in backends:
+        clear = getattr(backend, "clear_caches", None)
+        if callable(clear):
+            clear()
+
+
 def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, matcher, runner, progress):
     bar = _progress_bar(sum(len(p) for *_, p in todo), progress)
 
@@ -296,6 +305,7 @@ def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, ma
         for strategy, budget, seed, chunk in chunks:
             if cell != (strategy, budget, seed):  # one searcher per cell, as its chunks are adjacent
                 cell = (strategy, budget, seed)
+                clear_backend_caches(policy, scorer)
                 searcher = make_searcher(config, policy, scorer, *cell, matcher)
                 bar.set_description(f"{strategy} n={budget} seed={seed}")
             chunk_rows(searcher, chunk, strategy, budget, seed, grade, emit)
