@@ -1,6 +1,6 @@
 """Cross-problem batching, prefix reuse and incremental PRM scoring on the embedded models.
 
-    python scripts/bench_engine.py [--problems 64] [--n 16] [--scorer arith|policy-confidence]
+    python scripts/bench_batching.py [--problems 64] [--n 16] [--scorer arith|policy-confidence]
 
 Beam search (N=16, width 4) over the first problems of the arithmetic test split, run once
 batched by the driver and once one problem at a time with the same seeds (same answers), with
@@ -16,7 +16,7 @@ import torch
 from prmsearch import make_policy, make_scorer
 from prmsearch.arith.models import default_policy_path
 from prmsearch.arith.problems import load_split
-from prmsearch.benchmarks.engine import measure_engine
+from prmsearch.benchmarks.batching import measure_engine
 
 
 def main() -> None:
