@@ -130,6 +130,24 @@ class Generation:
         return sum(len(s.token_ids) for s in self.samples)
 
 
+def generation_budget(index: int, prompt_tokens: int, max_new_tokens: int, context: int | None) -> int:
+    """Tokens a request may generate: its limit, cut to what the model's context has left.
+
+    Generation then stops at the context end with finish "length"; input is never dropped, so
+    a prompt that alone fills the context is an error naming request ``index``.
+    """
+    if prompt_tokens == 0:
+        raise ValueError(f"request {index}: the prompt tokenised to no tokens")
+    if context is None:
+        return max_new_tokens
+    if prompt_tokens >= context:
+        raise ValueError(
+            f"request {index}: the prompt has {prompt_tokens} tokens, the model context only "
+            f"{context}; shorten the question or the path (nothing is truncated)"
+        )
+    return min(max_new_tokens, context - prompt_tokens)
+
+
 @runtime_checkable
 class Policy(Protocol):
     """Anything that turns a batch of requests into a batch of generations, in order."""

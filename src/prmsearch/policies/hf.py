@@ -32,7 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
+from prmsearch.policies.base import (
+    Finish,
+    Generation,
+    GenerationRequest,
+    StepOutput,
+    generation_budget,
+)
 from prmsearch.policies.kv_cache import PrefixKVCache, check_plain_cache, pack_rows, row_kv
 from prmsearch.policies.loading import (
     count_parameters,
@@ -225,17 +231,7 @@ class HFPolicy:
 
     def _prepare(self, index: int, req: GenerationRequest) -> _Prepared:
         ids = self.prompt_ids(req.question, req.steps, req.sampling.delimiter)
-        if not ids:
-            raise ValueError(f"request {index}: the prompt tokenised to no tokens")
-        max_new = req.sampling.max_new_tokens
-        if self._max_positions is not None:
-            if len(ids) >= self._max_positions:
-                raise ValueError(
-                    f"request {index}: the prompt has {len(ids)} tokens, the model context only "
-                    f"{self._max_positions}; shorten the question or the path (nothing is truncated)"
-                )
-            # generation stops at the context end with finish "length", never by dropping input
-            max_new = min(max_new, self._max_positions - len(ids))
+        max_new = generation_budget(index, len(ids), req.sampling.max_new_tokens, self._max_positions)
         seed = req.seed if req.seed is not None else secrets.randbits(63)
         return _Prepared(index, req, ids, normalise_seed(seed), max_new)
 

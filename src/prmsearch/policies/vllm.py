@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
+from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
 from prmsearch.policies.prompt_formats import PromptFormat, resolve_prompt_format
 from prmsearch.policies.vllm_engine import (
     VLLMEngineConfig,
@@ -143,16 +143,7 @@ class VLLMPolicy:
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         ids = self.prompt_ids(request.question, request.steps, request.sampling.delimiter)
-        if not ids:
-            raise ValueError(f"request {index}: the prompt tokenised to no tokens")
-        max_new = request.sampling.max_new_tokens
-        if self.max_model_len is not None:
-            if len(ids) >= self.max_model_len:
-                raise ValueError(
-                    f"request {index}: the prompt has {len(ids)} tokens, the model context only "
-                    f"{self.max_model_len}; shorten the question or the path (nothing is truncated)"
-                )
-            max_new = min(max_new, self.max_model_len - len(ids))
+        max_new = generation_budget(index, len(ids), request.sampling.max_new_tokens, self.max_model_len)
         return _Prepared(request, ids, _seed(request), max_new)
 
     def _params(self, p: _Prepared, n: int, seed: int, max_new: int) -> Any:
