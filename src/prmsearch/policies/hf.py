@@ -50,7 +50,7 @@ from prmsearch.policies.loading import (
     resolve_device,
     resolve_dtype,
 )
-from prmsearch.policies.prompt_formats import PromptFormat, resolve_prompt_format
+from prmsearch.policies.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
 from prmsearch.policies.sampling import choose_tokens, normalise_seed, row_keys, uniforms
 from prmsearch.policies.stopping import DelimiterWatch, cut_at, decode, find_step_end
 
@@ -200,7 +200,7 @@ class HFPolicy:
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._max_positions = getattr(model.config.get_text_config(), "max_position_embeddings",
                                       None)
-        self._headers: dict[str, str] = {}
+        self._prompts = PromptBuilder(self.prompt_format, tokenizer)
 
     @property
     def num_parameters(self) -> int:
@@ -214,20 +214,11 @@ class HFPolicy:
     # ----------------------------------------------------------------------------- prompts
     def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
         """The exact text fed to the model for ``question`` and the steps taken so far."""
-        header = self._headers.get(question)
-        if header is None:
-            header = self.prompt_format.header(self.tokenizer, question)
-            if len(self._headers) > 4096:
-                self._headers.clear()
-            self._headers[question] = header
-        return header + "".join(s + delimiter for s in steps)
+        return self._prompts.text(question, steps, delimiter)
 
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
         """The prompt's token ids."""
-        text = self.prompt_text(question, steps, delimiter)
-        return self.tokenizer(text, add_special_tokens=self.prompt_format.add_special_tokens)[
-            "input_ids"
-        ]
+        return self._prompts.ids(question, steps, delimiter)
 
     def _prepare(self, index: int, req: GenerationRequest) -> _Prepared:
         ids = self.prompt_ids(req.question, req.steps, req.sampling.delimiter)

@@ -165,7 +165,11 @@ class OpenAIPolicy:
             from prmsearch.policies.loading import load_tokenizer
 
             tokenizer = load_tokenizer(cfg.tokenizer)
-        from prmsearch.policies.prompt_formats import get_prompt_format, resolve_prompt_format
+        from prmsearch.policies.prompt_formats import (
+            PromptBuilder,
+            get_prompt_format,
+            resolve_prompt_format,
+        )
         from prmsearch.policies.vllm_engine import model_folder, safetensors_parameters
 
         folder = model_folder(cfg.tokenizer) if cfg.tokenizer else None
@@ -181,6 +185,7 @@ class OpenAIPolicy:
                 )
         self.config = cfg
         self.tokenizer = tokenizer
+        self._prompts = PromptBuilder(self.prompt_format, tokenizer)
         self._num_parameters = cfg.num_parameters or safetensors_parameters(folder)
         self._eos_ids = frozenset([tokenizer.eos_token_id]) if tokenizer is not None and \
             tokenizer.eos_token_id is not None else frozenset()
@@ -204,9 +209,7 @@ class OpenAIPolicy:
     # ----------------------------------------------------------------------------- prompts
     def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
         """The exact prompt text (the same as the transformers and vLLM backends build)."""
-        return self.prompt_format.header(self.tokenizer, question) + "".join(
-            s + delimiter for s in steps
-        )
+        return self._prompts.text(question, steps, delimiter)
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         text = self.prompt_text(request.question, request.steps, request.sampling.delimiter)

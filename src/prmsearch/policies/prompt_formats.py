@@ -104,9 +104,7 @@ def get_prompt_format(name: str) -> PromptFormat:
         return PROMPT_FORMATS[name]
     except KeyError:
         known = ", ".join(sorted(PROMPT_FORMATS))
-        raise ValueError(
-            f"unknown prompt_format {name!r}; known: {known}, or 'auto'"
-        ) from None
+        raise ValueError(f"unknown prompt_format {name!r}; known: {known}, or 'auto'") from None
 
 
 def read_settings(model_dir: str | Path) -> dict[str, Any]:
@@ -140,3 +138,30 @@ def resolve_prompt_format(name: str, tokenizer: Any, model_dir: str | Path | Non
     if fmt.chat:
         fmt.header(tokenizer, "")  # fails early, naming the fix, when there is no template
     return fmt
+
+
+class PromptBuilder:
+    """The prompts of one model: ``header + step + delimiter + ...`` in its format, with the
+    per-question header (a chat-template render) cached, since every expansion re-asks it.
+    Every policy backend builds its prompts here, so all engines see identical text."""
+
+    def __init__(self, fmt: PromptFormat, tokenizer: Any, max_cached: int = 4096) -> None:
+        self.format = fmt
+        self.tokenizer = tokenizer
+        self.max_cached = max_cached
+        self._headers: dict[str, str] = {}
+
+    def text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
+        """The exact text fed to the model for ``question`` and the steps taken so far."""
+        header = self._headers.get(question)
+        if header is None:
+            header = self.format.header(self.tokenizer, question)
+            if len(self._headers) >= self.max_cached:
+                self._headers.clear()
+            self._headers[question] = header
+        return header + "".join(s + delimiter for s in steps)
+
+    def ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
+        """The prompt's token ids under the format's special-token rule."""
+        text = self.text(question, steps, delimiter)
+        return list(self.tokenizer(text, add_special_tokens=self.format.add_special_tokens)["input_ids"])

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
-from prmsearch.policies.prompt_formats import PromptFormat, resolve_prompt_format
+from prmsearch.policies.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
 from prmsearch.policies.vllm_engine import (
     VLLMEngineConfig,
     build_llm,
@@ -112,7 +112,7 @@ class VLLMPolicy:
         self.max_model_len = max_model_len(self.llm)
         self._num_parameters = safetensors_parameters(model_folder(cfg.model))
         self.eos_ids = _eos_ids(cfg.model, tokenizer)
-        self._headers: dict[str, str] = {}
+        self._prompts = PromptBuilder(self.prompt_format, tokenizer)
 
     @property
     def num_parameters(self) -> int:
@@ -125,21 +125,12 @@ class VLLMPolicy:
 
     # ----------------------------------------------------------------------------- prompts
     def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
-        """The exact prompt text (identical to the transformers backend's)."""
-        header = self._headers.get(question)
-        if header is None:
-            header = self.prompt_format.header(self.tokenizer, question)
-            if len(self._headers) > 4096:
-                self._headers.clear()
-            self._headers[question] = header
-        return header + "".join(s + delimiter for s in steps)
+        """The exact text fed to the model for ``question`` and the steps taken so far."""
+        return self._prompts.text(question, steps, delimiter)
 
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
-        """The prompt's token ids (the transformers tokenizer's)."""
-        text = self.prompt_text(question, steps, delimiter)
-        return list(self.tokenizer(text, add_special_tokens=self.prompt_format.add_special_tokens)[
-            "input_ids"
-        ])
+        """The prompt's token ids."""
+        return self._prompts.ids(question, steps, delimiter)
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         ids = self.prompt_ids(request.question, request.steps, request.sampling.delimiter)
