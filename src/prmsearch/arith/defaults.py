@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prmsearch.arith.models import ShippedModelError, default_policy_path
+from prmsearch.arith.models import check_shipped_folder, default_policy_path
 
 PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --ship"
 _PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -22,16 +22,7 @@ _DOMAIN = re.compile(
 def default_prm_path() -> Path:
     """The folder of the shipped arithmetic PRM, checked for completeness."""
     folder = default_policy_path().parent / "prm"
-    hint = f"retrain it with: {PRM_RETRAIN_COMMAND}"
-    if not folder.is_dir():
-        raise ShippedModelError(f"the shipped PRM folder {folder} is missing; {hint}")
-    for name in _PRM_FILES:
-        path = folder / name
-        if not path.is_file() or path.stat().st_size == 0:
-            raise ShippedModelError(f"the shipped PRM file {path} is missing or empty; {hint}")
-    if (folder / "model.safetensors").read_bytes()[:8] in (b"version ", b"\x00" * 8):
-        raise ShippedModelError(f"{folder / 'model.safetensors'} is not a safetensors file; {hint}")
-    return folder
+    return check_shipped_folder(folder, "PRM", _PRM_FILES, PRM_RETRAIN_COMMAND)
 
 
 def arith_policy(**kwargs: Any):

@@ -32,22 +32,31 @@ def _models_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
+def check_shipped_folder(folder: Path, kind: str, files: tuple[str, ...], command: str) -> Path:
+    """Raise `ShippedModelError` naming the missing, empty or corrupt file of a shipped model
+    folder and the command that retrains it; return the folder when it is complete."""
+    hint = f"retrain it with: {command}"
+    if not folder.is_dir():
+        raise ShippedModelError(f"the shipped {kind} folder {folder} is missing; {hint}")
+    for name in files:
+        path = folder / name
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ShippedModelError(f"the shipped {kind} file {path} is missing or empty; {hint}")
+    weights = folder / "model.safetensors"
+    with weights.open("rb") as handle:
+        magic = handle.read(8)
+    if magic in (b"version ", b"\x00" * 8):  # a git-lfs pointer or zeros
+        raise ShippedModelError(f"{weights} is not a safetensors file (a git-lfs pointer?); {hint}")
+    return folder
+
+
 def default_policy_path() -> Path:
     """The folder of the shipped arithmetic policy, checked for completeness.
 
     Raises `ShippedModelError` naming the missing or corrupt file and the command that retrains it.
     """
-    folder = _models_dir() / "policy"
+    folder = check_shipped_folder(_models_dir() / "policy", "policy", _POLICY_FILES, POLICY_RETRAIN_COMMAND)
     hint = f"retrain it with: {POLICY_RETRAIN_COMMAND}"
-    if not folder.is_dir():
-        raise ShippedModelError(f"the shipped policy folder {folder} is missing; {hint}")
-    for name in _POLICY_FILES:
-        path = folder / name
-        if not path.is_file() or path.stat().st_size == 0:
-            raise ShippedModelError(f"the shipped policy file {path} is missing or empty; {hint}")
-    weights = folder / "model.safetensors"
-    if weights.read_bytes()[:8] in (b"version ", b"\x00" * 8):  # a git-lfs pointer or zeros
-        raise ShippedModelError(f"{weights} is not a safetensors file (a git-lfs pointer?); {hint}")
     try:
         meta = json.loads((folder / "prmsearch.json").read_text())
     except (OSError, ValueError) as err:
