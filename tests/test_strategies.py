@@ -134,6 +134,15 @@ def test_mcts_rollouts_finish_solutions_within_a_small_budget():
     assert tree.visits[0] == 12 + 3  # 12 expanded children and 3 rollouts backed up
 
 
+@pytest.mark.parametrize(("n", "width"), [(1, 4), (2, 1), (4, 4), (6, 4)])
+def test_mcts_spends_every_budget_on_finished_solutions(n, width):
+    """A budget too small for a step plus a rollout still ends in a sampled whole solution."""
+    policy, scorer = synthetic_backends(depth=6)
+    result, _ = run_one(policy, scorer, make_strategy("mcts", n=n, expansion_width=width))
+    assert result.answer is not None
+    assert result.ledger.generations == n
+
+
 def test_particle_weights_are_softmax_of_logits():
     weights = particle_weights(np.array([0.5, 0.8]), temperature=1.0)
     np.testing.assert_allclose(weights, [0.2, 0.8])

@@ -161,14 +161,27 @@ class _Search:
 
 
 def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchGenerator:
-    """PUCT selection, expansion by ``expansion_width`` samples, PRM value backup."""
+    """PUCT selection, expansion by ``expansion_width`` samples, PRM value backup.
+
+    With rollouts on, every expansion keeps one generation of the budget for its rollout, and a
+    last single generation (no room for a step and a rollout) is spent on a whole-solution rollout
+    from the selected leaf itself, so any budget ends with finished solutions (``n=1`` samples one).
+    """
     search = _Search(tree, cfg)
     spent = 0
-    cost = cfg.expansion_width + (1 if cfg.rollout else 0)
+    reserve = 1 if cfg.rollout else 0
+    cost = cfg.expansion_width + reserve
     while spent < cfg.n and ROOT not in search.exhausted:
+        if cfg.rollout and cfg.n - spent == 1:
+            leaf = search.select_leaf(set())
+            if leaf is None:
+                break
+            yield from _roll_out(tree, search, cfg, [leaf])
+            spent += 1
+            continue
         leaves: list[int] = []
         busy: set[int] = set()
-        while len(leaves) < cfg.leaves_per_round and spent + len(leaves) * cost < cfg.n:
+        while len(leaves) < cfg.leaves_per_round and cfg.n - spent - len(leaves) * cost > reserve:
             leaf = search.select_leaf(busy)
             if leaf is None:
                 break
@@ -177,7 +190,9 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
             search.add_visits(leaf, cfg.virtual_loss, 0.0)
         if not leaves:
             break
-        widths = [min(cfg.expansion_width, cfg.n - spent - i * cost) for i in range(len(leaves))]
+        widths = [
+            min(cfg.expansion_width, cfg.n - spent - i * cost - reserve) for i in range(len(leaves))
+        ]
         groups = yield Expand(tuple(zip(leaves, widths, strict=True)))
         spent += sum(widths)
         best_children = []
@@ -192,18 +207,24 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
             live = [c for c in children if not tree.terminal[c]]
             if live:
                 best_children.append(max(live, key=lambda c: (search.puct(leaf, c), -c)))
-        budget = cfg.n - spent
-        starts = best_children[:budget] if cfg.rollout else []
+        starts = best_children[: cfg.n - spent] if cfg.rollout else []
         if starts:
-            groups = yield Expand(tuple((c, 1) for c in starts), full_solution=True)
+            yield from _roll_out(tree, search, cfg, starts)
             spent += len(starts)
-            for start, (end,) in zip(starts, groups, strict=True):
-                chain = tree.path(end)
-                search.rollout_nodes.update(chain[chain.index(start) + 1 :])
-                value = path_score(tree, end, cfg.aggregation)
-                search.add_visits(start, 1, max(ranking_key(value), 0.0))
     node, candidates = search.final_choice()
     return Choice(node, candidates)
+
+
+def _roll_out(tree: SearchTree, search: _Search, cfg: MCTSConfig, starts: list[int]) -> SearchGenerator:
+    """One whole-solution rollout from each start node; back up each rollout's aggregated score."""
+    groups = yield Expand(tuple((c, 1) for c in starts), full_solution=True)
+    for start, (end,) in zip(starts, groups, strict=True):
+        node = end
+        while node != start:
+            search.rollout_nodes.add(node)
+            node = tree.parent[node]
+        value = path_score(tree, end, cfg.aggregation)
+        search.add_visits(start, 1, max(ranking_key(value), 0.0))
 
 
 register_strategy(
