@@ -12,6 +12,7 @@ from prmsearch.answers import AnswerMatcher, canonical_answer
 from prmsearch.benchmarks.report import summarize
 from prmsearch.benchmarks.subsample import (
     default_selection,
+    family_sources,
     scaled_ledger,
     select_candidate,
     subsampled_rows,
@@ -158,28 +159,52 @@ def test_prefix_subsample_equals_real_runs(tmp_path):
 
 def test_sweep_with_subsample_bon(tmp_path):
     config = SweepConfig(strategies=("greedy", *FAMILY), budgets=(1, 2, 4), subsample_bon=True)
-    assert {c for c in config.cells() if c[0] in FAMILY} == {(s, 4, 0) for s in FAMILY}
+    # the three draw the same samples: only the first runs, at the largest budget
+    assert {c for c in config.cells() if c[0] in FAMILY} == {("best_of_n", 4, 0)}
     assert config.to_dict()["subsample_bon"] is True
     assert "subsample_bon" not in SweepConfig().to_dict()  # older manifests still resume
     folder = sweep(tmp_path, config)
     rows = list(folder.rows())
     keys = [key(r) for r in rows]
     assert len(keys) == len(set(keys)) == len(PROBLEMS) * (1 + 3 * 3)
-    assert all(r.get("subsampled", False) == (r["strategy"] in FAMILY and r["budget"] < 4) for r in rows)
+    ran = {("greedy", 1), ("best_of_n", 4)}
+    assert all(r.get("subsampled", False) == ((r["strategy"], r["budget"]) not in ran) for r in rows)
+    assert {r.get("derived_from") for r in rows if r["strategy"] != "best_of_n"} <= {None, "best_of_n"}
     runs = summarize(rows, "toy", len(PROBLEMS))["runs"]
     assert {(r["strategy"], r["budget"]) for r in runs if r["subsampled"]} == {
-        (s, b) for s in FAMILY for b in (1, 2)
-    }
+        (s, b) for s in FAMILY for b in (1, 2, 4)
+    } - ran
     real = sweep(tmp_path / "full", SweepConfig(strategies=FAMILY, budgets=(1, 2, 4)))
     full = {key(r): r for r in real.rows()}
     for r in rows:
         if r.get("subsampled"):
-            assert r["answer"] == full[key(r)]["answer"]
+            assert (r["answer"], r["correct"], r["score"]) == (
+                full[key(r)]["answer"],
+                full[key(r)]["correct"],
+                full[key(r)]["score"],
+            )
     # killed after the run at 4 but before the derived rows: resume derives them, once
     lines = folder.results_path.read_text().splitlines(keepends=True)
     folder.results_path.write_text("".join(line for line in lines if '"subsampled": true' not in line))
     resumed = list(sweep(tmp_path, config, resume=True).rows())
     assert sorted(map(key, resumed)) == sorted(keys)
+
+
+def test_siblings_with_other_sampling_run_on_their_own():
+    config = SweepConfig(
+        strategies=FAMILY,
+        budgets=(2, 4),
+        subsample_bon=True,
+        options={"weighted_vote": {"aggregation": "last"}},
+    )
+    assert family_sources(config) == {
+        "best_of_n": "best_of_n",
+        "self_consistency": "best_of_n",
+        "weighted_vote": "weighted_vote",
+    }
+    assert {c for c in config.cells()} == {("best_of_n", 4, 0), ("weighted_vote", 4, 0)}
+    with pytest.raises(ValueError, match="as_strategy"):
+        subsampled_rows([row()], (2,), grade=grade, as_strategy="beam")
 
 
 def test_cli_subsample_bon(tmp_path, capsys):

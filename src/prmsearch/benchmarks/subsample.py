@@ -17,6 +17,10 @@ Which N' candidates:
   and i (the scripted and embedded policies), it reproduces a real run at N' exactly.
 * with an int ``seed``, a seeded uniform subset per (problem, budget, run seed).
 
+Siblings: the three also draw the SAME samples (same request seeds) when their configs differ
+only in the selection, so with ``subsample_bon`` a sweep runs the first of them only and derives
+the others at every budget, their largest included, from its candidates (see `family_sources`).
+
 One draw per row, not an average of several: a row's ``correct`` stays a 0/1 outcome, which the
 summary's bootstrap interval assumes. Derived rows are marked ``"subsampled": true`` (the summary
 carries it per run), have no ``steps`` (only the candidates were kept), and their ledger is the
@@ -64,6 +68,35 @@ def default_selection(strategy: str, options: Mapping[str, Any] | None = None) -
         raise ValueError(f"strategy {strategy!r} cannot be subsampled; only {', '.join(SUBSAMPLABLE)} can")
     bound = strategy_spec(strategy).configure(**{"n": 1, **dict(options or {})})
     return Selection.parse(bound.config.selection)
+
+
+def _sampling_key(strategy: str, options: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """What decides a family strategy's samples: every config field but the final selection."""
+    import dataclasses
+
+    bound = strategy_spec(strategy).configure(**{**dict(options), "n": budget})
+    fields = dataclasses.asdict(bound.config)
+    fields.pop("selection", None)
+    return fields
+
+
+def family_sources(config: SweepConfig) -> dict[str, str]:
+    """For each best-of-N-family strategy of ``config``, the family strategy whose run it reads.
+
+    A strategy whose config (all but ``selection``) equals an earlier family strategy's reads that
+    one's rows; the others read their own.
+    """
+    largest = max(config.budgets)
+    sources: dict[str, str] = {}
+    runners: list[tuple[str, dict[str, Any]]] = []
+    for strategy in (s for s in config.strategies if s in SUBSAMPLABLE):
+        key = _sampling_key(strategy, config.strategy_options(strategy, largest), largest)
+        source = next((name for name, other in runners if other == key), None)
+        if source is None:
+            runners.append((strategy, key))
+            source = strategy
+        sources[strategy] = source
+    return sources
 
 
 def _key(score: float | None) -> float:
@@ -147,14 +180,18 @@ def subsampled_rows(
     *,
     grade: Grade | None = None,
     selections: Mapping[str, Selection | str] | None = None,
+    as_strategy: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows at each smaller budget in ``budgets``, derived from the best-of-N-family ``rows``.
 
-    Each input row at budget N gives one row per budget N' < N (budgets >= N are skipped), with
+    Each input row at budget N gives one row per budget N' < N (budgets > N are skipped), with
     the answer re-selected from N' of its candidates and graded again with ``grade`` (default:
     the benchmark grader). ``selections`` overrides a strategy's selection (default: its
     config's). ``seed=None`` keeps the first N' candidates, an int draws a seeded subset.
     Rows of other strategies are ignored; a row that failed gives failed rows.
+
+    With ``as_strategy`` (a sibling of the rows' strategy), the rows are those of ``as_strategy``
+    instead, at budget N as well (marked ``derived_from`` the strategy that ran).
     """
     if grade is None:
         from prmsearch.benchmarks.grading import is_equivalent
@@ -173,10 +210,13 @@ def subsampled_rows(
     if not wanted or wanted[0] < 1:
         raise ValueError(f"budgets must be ints >= 1, got {list(budgets)}")
     out: list[dict[str, Any]] = []
+    if as_strategy is not None and as_strategy not in SUBSAMPLABLE:
+        raise ValueError(f"as_strategy must be one of {', '.join(SUBSAMPLABLE)}, got {as_strategy!r}")
     for row in rows:
-        strategy = row["strategy"]
-        if strategy not in SUBSAMPLABLE:
+        if row["strategy"] not in SUBSAMPLABLE:
             continue
+        strategy = as_strategy or row["strategy"]
+        sibling = strategy != row["strategy"]
         full = int(row["budget"])
         selection = Selection.parse((selections or {}).get(strategy) or default_selection(strategy))
         candidates = row.get("candidates")
@@ -184,8 +224,10 @@ def subsampled_rows(
             raise ValueError(
                 f"row {row_key(row)} has no candidates to subsample (written before rows kept them?)"
             )
-        for budget in (b for b in wanted if b < full):
+        for budget in (b for b in wanted if b < full or (sibling and b == full)):
             derived = {**row, "budget": budget, "subsampled": True, "subsampled_from": full}
+            if sibling:
+                derived.update(strategy=strategy, derived_from=row["strategy"])
             derived["steps"], derived["step_scores"] = [], []
             derived["ledger"] = scaled_ledger(row.get("ledger"), budget / full)
             if row.get("error"):
@@ -209,25 +251,41 @@ def subsampled_rows(
 def append_subsampled(
     folder: ResultsFolder, config: SweepConfig, done: set[RowKey], grade: Grade | None = None
 ) -> int:
-    """Derive the smaller budgets of ``config``'s best-of-N family from the rows at its largest
-    budget and append those not in ``done``; returns how many were appended (resumable)."""
+    """Derive ``config``'s best-of-N family at its smaller budgets (and siblings at every budget)
+    from the rows at its largest budget; append those not in ``done``; returns how many were
+    appended (resumable)."""
     largest = max(config.budgets)
-    smaller = [b for b in config.budgets if b < largest]
-    strategies = [s for s in config.strategies if s in SUBSAMPLABLE]
-    if not smaller or not strategies:
+    sources = family_sources(config)
+    if not sources:
         return 0
-    selections = {s: default_selection(s, config.strategy_options(s, largest)) for s in strategies}
-    sources = []
-    for row in folder.rows():
-        if row["strategy"] not in selections or int(row["budget"]) != largest or row.get("subsampled"):
-            continue
-        if any((str(row["qid"]), row["strategy"], b, int(row["seed"])) not in done for b in smaller):
-            sources.append(row)
+    selections = {s: default_selection(s, config.strategy_options(s, largest)) for s in sources}
+    rows = [
+        row
+        for row in folder.rows()
+        if row["strategy"] in set(sources.values())
+        and int(row["budget"]) == largest
+        and not row.get("subsampled")
+    ]
     appended = 0
-    for row in subsampled_rows(sources, smaller, grade=grade, selections=selections):
-        key = row_key(row)
-        if key not in done:
-            folder.append(row)
-            done.add(key)
-            appended += 1
+    for strategy, source in sources.items():
+        budgets = [b for b in config.budgets if b < largest or (b == largest and source != strategy)]
+        pending = [
+            row
+            for row in rows
+            if row["strategy"] == source
+            and any((str(row["qid"]), strategy, b, int(row["seed"])) not in done for b in budgets)
+        ]
+        derived = subsampled_rows(
+            pending,
+            budgets,
+            grade=grade,
+            selections=selections,
+            as_strategy=strategy if source != strategy else None,
+        )
+        for row in derived:
+            key = row_key(row)
+            if key not in done:
+                folder.append(row)
+                done.add(key)
+                appended += 1
     return appended

@@ -18,7 +18,7 @@ from typing import Any
 
 from prmsearch.api import Searcher, problem_seed, resolve_policy, resolve_scorer
 from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
-from prmsearch.benchmarks.subsample import SUBSAMPLABLE, append_subsampled
+from prmsearch.benchmarks.subsample import append_subsampled, family_sources
 from prmsearch.policies.base import Policy, SamplingParams
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
@@ -58,7 +58,9 @@ class SweepConfig:
         chunk: problems per batched driver run.
         subsample_bon: run the best-of-N family (best_of_n, self_consistency, weighted_vote)
             only at the largest budget and derive the smaller budgets by subsampling its
-            candidates (rows marked ``subsampled``; see ``prmsearch.benchmarks.subsample``).
+            candidates (rows marked ``subsampled``; see ``prmsearch.benchmarks.subsample``);
+            family members that draw the same samples (configs equal but for the selection) run
+            once, the others' rows at every budget are re-selected from its candidates.
     """
 
     dataset: str = "arith"
@@ -111,9 +113,12 @@ class SweepConfig:
     def cells(self) -> list[tuple[str, int, int]]:
         """Every (strategy, budget, seed) to run, greedy only at budget 1."""
         cells = []
+        sources = family_sources(self) if self.subsample_bon else {}
         for strategy in self.strategies:
             budgets = (1,) if strategy == "greedy" else self.budgets
-            if self.subsample_bon and strategy in SUBSAMPLABLE:
+            if strategy in sources:
+                if sources[strategy] != strategy:
+                    continue  # a sibling: every budget is derived from its source's run
                 budgets = (max(self.budgets),)  # the smaller budgets are derived from this one
             for budget in budgets:
                 for seed in self.seeds:
