@@ -88,6 +88,22 @@ def test_siblings_share_the_parent_prefix(scorers):
         assert g.tokens_computed + g.tokens_cached == w.tokens_computed
 
 
+def test_identical_requests_in_one_call_run_once(scorers):
+    """Sibling steps with the same text: the duplicate reuses the first one's scores, exactly,
+    and is charged as cached (with every cache off too: this is within one call)."""
+    _, fresh = scorers
+    twice = [PATHS[2], PATHS[0], PATHS[2], PATHS[2]]
+    got = fresh.score(twice)
+    once = fresh.score([PATHS[2], PATHS[0]])
+    for k in (2, 3):
+        np.testing.assert_array_equal(got[k].scores, got[0].scores)
+        assert (got[k].tokens_computed, got[k].tokens_cached) == (0, got[0].tokens_computed)
+    np.testing.assert_allclose(got[0].scores, once[0].scores, atol=1e-6)
+    assert sum(g.tokens_computed for g in got) == sum(o.tokens_computed for o in once)
+    got[2].scores[0] = -1.0  # each request gets its own array
+    assert got[3].scores[0] != -1.0
+
+
 def test_small_token_budget_same_scores(family, family_dir, scorers):
     _, fresh = scorers
     tight = make_scorer_for(family, family_dir, max_batch_tokens=64)

@@ -11,7 +11,9 @@ model's forward with a ``DynamicCache``:
    every prompt, so extending a node's path prefills only the new tokens. Each prompt's KV is
    then stored for the next round.
 3. The prefilled KV is expanded to ``n`` rows per request and decoded in row chunks under the
-   same budget; finished rows are dropped from the batch as they accumulate.
+   same budget; finished rows are dropped from the batch as they accumulate. Each row's KV has
+   room for its token limit, so a decode step writes one column in place instead of copying
+   the whole cache (:class:`~prmsearch.policies.kv_cache.AppendLayer`).
 
 Batch layout (prefill): ``[pad][cached][pad][new]`` per row, so every row's last prompt token
 sits in the last column; the attention mask hides pads and ``position_ids`` carry each row's
@@ -39,7 +41,13 @@ from prmsearch.policies.base import (
     StepOutput,
     generation_budget,
 )
-from prmsearch.policies.kv_cache import PrefixKVCache, check_plain_cache, pack_rows, row_kv
+from prmsearch.policies.kv_cache import (
+    PrefixKVCache,
+    check_plain_cache,
+    gather_cache,
+    pack_rows,
+    row_kv,
+)
 from prmsearch.policies.loading import (
     count_parameters,
     free_accelerator_memory,
@@ -321,7 +329,7 @@ class HFPolicy:
             mask[i, c_w - c : c_w] = 1
             mask[i, c_w + m_w - m :] = 1
         like = next((kv for _, kv in hits if kv is not None), None)
-        past = pack_rows([kv for _, kv in hits], c_w, like=like)
+        past = pack_rows([kv for _, kv in hits], c_w, like=like, room=m_w)  # new KV lands in place
         input_ids, positions, mask = (t.to(self.device) for t in (input_ids, positions, mask))
         logits = self._forward(input_ids, mask, positions, past)
         if use_cache:
@@ -335,14 +343,11 @@ class HFPolicy:
     # ------------------------------------------------------------------------------ decode
     def _decode(self, pre: _Prefill, group: list[_Prepared], rows: list[_RowState],
                 outputs: dict[tuple[int, int], StepOutput]) -> None:
-        from transformers import DynamicCache
-
         dev = self.device
         src = torch.tensor([r.group_pos for r in rows], device=dev)
-        past = DynamicCache(ddp_cache_data=[
-            (layer.keys.index_select(0, src), layer.values.index_select(0, src))
-            for layer in pre.past.layers
-        ])
+        limits = [group[r.group_pos].max_new for r in rows]
+        steps = max(limits)
+        past = gather_cache(pre.past, src, room=steps)  # decoded KV lands in place, no copy per step
         mask = pre.mask.index_select(0, src)
         logits = pre.logits.index_select(0, src)
         reqs = [group[r.group_pos].request for r in rows]
@@ -354,8 +359,6 @@ class HFPolicy:
                         np.array([r.sample for r in rows], dtype=np.uint64))
         live = list(range(len(rows)))  # batch position -> index into rows
         done = [False] * len(rows)
-        limits = [group[r.group_pos].max_new for r in rows]
-        steps = max(limits)
         for t in range(steps):
             u = torch.from_numpy(uniforms(keys, t)).to(dev)
             tokens, lps = choose_tokens(logits, temperature, top_p, u)

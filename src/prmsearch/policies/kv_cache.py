@@ -50,19 +50,21 @@ def prefix_digests(ids: Sequence[int] | np.ndarray, ends: Sequence[int]) -> list
 def check_plain_cache(cache: DynamicCache) -> None:
     """Raise when a cache holds layers this module cannot slice (sliding windows, states)."""
     for i, layer in enumerate(cache.layers):
-        if type(layer) is not DynamicLayer:
+        if type(layer) not in (DynamicLayer, AppendLayer):
             raise NotImplementedError(
                 f"KV layer {i} is a {type(layer).__name__}; prefix reuse supports full-attention "
                 "DynamicLayer caches only. Pass prefix_cache_tokens=0 to disable prefix reuse."
             )
 
 
-def pack_rows(rows: Sequence[SeqKV | None], width: int, like: SeqKV | None = None) -> DynamicCache:
-    """Build a batch ``DynamicCache`` of ``width`` columns from per-row KV (right-aligned).
+def pack_rows(rows: Sequence[SeqKV | None], width: int, like: SeqKV | None = None,
+              room: int = 0) -> DynamicCache:
+    """Build a batch cache of ``width`` columns from per-row KV (right-aligned).
 
     Rows given as ``None`` (or with fewer than ``width`` tokens) are zero on the left; the
     attention mask must hide those columns. ``like`` supplies shapes when every row is None.
-    Returns an empty cache when ``width`` is 0.
+    ``room`` spare columns let the next forward append its ``room`` new tokens in place (see
+    :class:`AppendLayer`). Returns an empty ``DynamicCache`` when ``width`` is 0.
     """
     if width == 0:
         return DynamicCache()
@@ -71,18 +73,106 @@ def pack_rows(rows: Sequence[SeqKV | None], width: int, like: SeqKV | None = Non
     for li, (k_ref, v_ref) in enumerate(ref):
         heads, _, kdim = k_ref.shape
         vdim = v_ref.shape[-1]
-        keys = k_ref.new_zeros((len(rows), heads, width, kdim))
-        values = v_ref.new_zeros((len(rows), heads, width, vdim))
+        keys = k_ref.new_empty((len(rows), heads, width + room, kdim))
+        values = v_ref.new_empty((len(rows), heads, width + room, vdim))
+        keys[:, :, :width].zero_()  # padding must be finite (masked, but 0 x NaN is NaN)
+        values[:, :, :width].zero_()
         for b, row in enumerate(rows):
             if row is None:
                 continue
             k, v = row[li]
             n = k.shape[1]
             if n:
-                keys[b, :, width - n :] = k.to(keys.device, keys.dtype)
-                values[b, :, width - n :] = v.to(values.device, values.dtype)
-        layers.append((keys, values))
-    return DynamicCache(ddp_cache_data=layers)
+                keys[b, :, width - n : width] = k.to(keys.device, keys.dtype)
+                values[b, :, width - n : width] = v.to(values.device, values.dtype)
+        layers.append(AppendLayer(keys, values, width))
+    return _cache_of(layers)
+
+
+class AppendLayer(DynamicLayer):
+    """A full-attention KV layer that appends in place into preallocated room.
+
+    ``DynamicLayer.update`` concatenates, so every forward copies the whole cache: a decode of
+    ``T`` tokens moves O(T^2) KV through memory. On a CPU with a large decode batch that copy is
+    memory-bound (about a fifth of a batched beam search on the embedded models). This layer
+    writes new columns into spare room and gives attention views of the filled part (the same
+    values and shapes, so the same results); out of room, it reallocates with double room.
+    Room that is never written is never touched (on a CPU, never even paged in).
+
+    Only what the backends use is supported: ``update``, ``batch_select_indices`` and the
+    ``DynamicLayer`` readers; cropping or repeating rows raise.
+    """
+
+    def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int) -> None:
+        """Adopt ``[batch, heads, capacity, dim]`` buffers whose first ``length`` columns are filled."""
+        super().__init__()
+        self.dtype, self.device = keys_buffer.dtype, keys_buffer.device
+        self.is_initialized = True
+        self._kbuf, self._vbuf, self._length = keys_buffer, values_buffer, length
+        self._view()
+
+    @classmethod
+    def gather(cls, keys: torch.Tensor, values: torch.Tensor, rows: torch.Tensor, room: int
+               ) -> AppendLayer:
+        """A layer holding rows ``rows`` of ``keys``/``values``, with ``room`` spare columns."""
+        n = keys.shape[2]
+        kbuf = _select(keys, rows, n, n + room)
+        vbuf = _select(values, rows, n, n + room)
+        return cls(kbuf, vbuf, n)
+
+    def _view(self) -> None:
+        self.keys = self._kbuf[:, :, : self._length]
+        self.values = self._vbuf[:, :, : self._length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self._length + key_states.shape[-2]
+        if end > self._kbuf.shape[2]:
+            self._resize(None, 2 * end)
+        self._kbuf[:, :, self._length : end] = key_states
+        self._vbuf[:, :, self._length : end] = value_states
+        self._length = end
+        self._view()
+        return self.keys, self.values
+
+    def _resize(self, rows: torch.Tensor | None, capacity: int) -> None:
+        """New buffers holding the filled columns of ``rows`` (all when None)."""
+        if rows is None:
+            rows = torch.arange(self._kbuf.shape[0], device=self._kbuf.device)
+        self._kbuf = _select(self.keys, rows, self._length, capacity)
+        self._vbuf = _select(self.values, rows, self._length, capacity)
+        self._view()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows ``indices`` (with the same room; only filled columns are copied)."""
+        self._resize(indices, self._kbuf.shape[2])
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise NotImplementedError("AppendLayer does not crop")
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        raise NotImplementedError("AppendLayer does not repeat rows")
+
+
+def _select(t: torch.Tensor, rows: torch.Tensor, length: int, capacity: int) -> torch.Tensor:
+    """A new ``[len(rows), heads, capacity, dim]`` buffer whose first ``length`` columns are
+    ``t[rows, :, :length]`` (copied once, straight into place); the rest is uninitialised."""
+    buf = t.new_empty((rows.shape[0], t.shape[1], capacity, t.shape[3]))
+    torch.index_select(t[:, :, :length], 0, rows, out=buf[:, :, :length])
+    return buf
+
+
+def _cache_of(layers: list[AppendLayer]) -> DynamicCache:
+    cache = DynamicCache()
+    cache.layers = list(layers)
+    cache.layer_class_to_replicate = None  # all layers exist; none is added lazily
+    return cache
+
+
+def gather_cache(cache: DynamicCache, rows: torch.Tensor, room: int) -> DynamicCache:
+    """Rows ``rows`` (a 1-D index tensor, repeats allowed) of a batch cache, as a new cache of
+    :class:`AppendLayer` with ``room`` spare columns per row for the tokens still to come."""
+    return _cache_of([AppendLayer.gather(layer.keys, layer.values, rows, room) for layer in cache.layers])
 
 
 def row_kv(cache: DynamicCache, row: int, columns: torch.Tensor) -> SeqKV:

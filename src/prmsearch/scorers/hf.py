@@ -7,16 +7,18 @@ Pipeline for a batch of :class:`~prmsearch.scorers.base.ScoreRequest`:
    PRMs are causal, so nothing later can change a score).
 2. Score cache: a step's score depends only on the tokens up to its read position, so scores
    are cached under a digest of exactly those tokens (bounded LRU). Fully cached requests cost
-   nothing.
+   nothing, and identical inputs within one call (sibling steps with the same text) run once.
 3. KV prefix cache: for the rest, the longest cached token prefix supplies its attention KV,
    so a beam step pays only for its new tokens. Every scored sequence's KV is stored.
 4. Requests are sorted by new-token count and grouped under a token budget; each group is one
    forward with layout ``[pad][cached][new][pad]`` (right padding of the new tokens, attention
-   mask, explicit positions). The head runs only at the read positions, its outputs are upcast
-   to float32 before the softmax/sigmoid.
+   mask, explicit positions; the packed cache has room for the new KV, written in place). The
+   head runs only at the read positions, its outputs are upcast to float32 before the
+   softmax/sigmoid.
 
 Token counts reported per request: ``tokens_computed`` = tokens run through the model for it,
-``tokens_cached`` = tokens whose result came from either cache. Non-causal token classifiers
+``tokens_cached`` = tokens whose result came from either cache (or from an identical input in
+the same call). Non-causal token classifiers
 (BERT-like) get no caching (their scores depend on later tokens).
 
 Out-of-memory on an accelerator: a failed group is retried in two halves.
@@ -291,6 +293,8 @@ class HFPRMScorer:
         """One :class:`StepScores` per request, in order (one probability per step)."""
         results: list[StepScores | None] = [None] * len(requests)
         jobs: list[_Job] = []
+        first_job: dict[bytes, _Job] = {}  # identical inputs in one call run once
+        duplicates: list[tuple[int, _Job]] = []
         for i, req in enumerate(requests):
             if not req.steps:
                 results[i] = StepScores(np.zeros(0, dtype=np.float64), 0, 0)
@@ -311,16 +315,23 @@ class HFPRMScorer:
                     self._scores.move_to_end(d)
                 results[i] = StepScores(np.array(got, dtype=np.float64), 0, len(ids))
                 continue
+            key = np.asarray(ids, dtype=np.int64).tobytes()
+            if key in first_job:
+                duplicates.append((i, first_job[key]))
+                continue
             limit = positions[missing[0]]
             cached, kv = self.prefix_cache.lookup(ids, max_len=limit) if self.causal else (0, None)
             job = _Job(i, ids, positions, digests, missing, cached, kv)
             job.scores = np.array([s if s is not None else np.nan for s in got], dtype=np.float64)
             jobs.append(job)
+            first_job[key] = job
         jobs.sort(key=lambda j: len(j.ids) - j.cached)
         for group in self._groups(jobs):
             self._run_group(group)
         for job in jobs:
             results[job.index] = StepScores(job.scores, len(job.ids) - job.cached, job.cached)
+        for i, job in duplicates:  # charged as cached: nothing ran for them
+            results[i] = StepScores(job.scores.copy(), 0, len(job.ids))
         return results  # type: ignore[return-value]
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
@@ -366,7 +377,7 @@ class HFPRMScorer:
         store = self.prefix_cache.max_tokens > 0
         if c_w > 0:
             like = next(j.kv for j in group if j.kv is not None)
-            past = pack_rows([j.kv for j in group], c_w, like=like)
+            past = pack_rows([j.kv for j in group], c_w, like=like, room=m_w)  # appends in place
         else:
             past = DynamicCache() if store else None
         dev = self.device
