@@ -1,7 +1,11 @@
 """The whole PRM experiment: label policy samples three ways, train one PRM per label source with
 the same budget, evaluate each, print the table, and optionally ship the best.
 
-    python scripts/train_arith_prm.py --out runs/prm [--ship] [--smoke]
+    python scripts/train_arith_prm.py --base runs/base --out runs/prm [--ship] [--smoke]
+
+``--base`` is the causal LM every PRM body starts from (default: the policy). The shipped PRM starts
+from a stronger model of the same shape trained longer on gold solutions, the way Qwen2.5-Math-PRM-7B
+starts from a model stronger than the 1.5B policy it guides.
 """
 
 from __future__ import annotations
@@ -48,8 +52,11 @@ class PipelineConfig:
     temperature: float = 0.8
     synthetic_problems: int = 20000
     train: PRMTrainConfig = dataclasses.field(default_factory=lambda: PRMTrainConfig(steps=400))
-    shipped_train: PRMTrainConfig = dataclasses.field(default_factory=lambda: PRMTrainConfig(steps=1000))
+    shipped_train: PRMTrainConfig = dataclasses.field(
+        default_factory=lambda: PRMTrainConfig(steps=1000, dense_weight=1.0)
+    )
     seed: int = 0
+    variants: tuple[str, ...] | None = None
 
     @classmethod
     def smoke(cls) -> PipelineConfig:
@@ -63,7 +70,7 @@ class PipelineConfig:
             search_n=4,
             synthetic_problems=8,
             train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
-            shipped_train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
+            shipped_train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2, dense_weight=1.0),
         )
 
 
@@ -84,8 +91,12 @@ def _load_labels(path: Path) -> list[LabelledSolution]:
     return out
 
 
-def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
-    """Label, train, evaluate; returns the report (also written to ``out/report.json``)."""
+def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: Path | None = None) -> dict:
+    """Label, train, evaluate; returns the report (also written to ``out/report.json``).
+
+    ``base_dir`` is the model the PRM bodies start from (default: the policy).
+    """
+    base_dir = base_dir or policy_dir
     from prmsearch.policies.hf import HFPolicy
     from prmsearch.scorers.confidence import PolicyConfidenceScorer
     from prmsearch.scorers.hf import qwen_prm
@@ -128,13 +139,23 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
             "beam": search_accuracy(policy, scorer, test, "beam", n, temperature=t, seed=seed, width=4),
         }
 
-    synthetic = corrupted_gold(
-        load_split("train", cfg.train_problems + cfg.synthetic_problems)[cfg.train_problems :],
-        np.random.default_rng(cfg.seed),
-    )
+    stream = load_split("train", cfg.train_problems + cfg.synthetic_problems)
+    synthetic_problems = stream[cfg.train_problems :]
+    synthetic = corrupted_gold(synthetic_problems, np.random.default_rng(cfg.seed))
+    by_id = {p.id: p for p in [*train_problems, *synthetic_problems]}
     variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
     variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
-    report: dict = {"config": dataclasses.asdict(cfg), "label_stats": _label_stats(solutions), "prms": {}}
+    if cfg.variants is not None:
+        unknown = set(cfg.variants) - {name for name, *_ in variants}
+        if unknown:
+            raise ValueError(f"unknown variants {sorted(unknown)}; known: {[n for n, *_ in variants]}")
+        variants = [v for v in variants if v[0] in cfg.variants]
+    report: dict = {
+        "config": dataclasses.asdict(cfg),
+        "base": str(base_dir),
+        "label_stats": _label_stats(solutions),
+        "prms": {},
+    }
 
     def cached(path: Path, compute) -> dict:
         """Reuse a finished part of an interrupted run (same folder, same configuration)."""
@@ -149,10 +170,13 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
 
         def train_and_evaluate(folder=folder, data=data, source=source, train_cfg=train_cfg) -> dict:
             t0 = time.perf_counter()
-            if _trained_with(folder) == (dataclasses.asdict(train_cfg), source.value):
+            if _trained_with(folder) == (dataclasses.asdict(train_cfg), source.value, str(base_dir)):
                 log(f"[{folder.name}] reusing the model already trained with this configuration in {folder}")
             else:
-                train_prm(policy_dir, data, source, train_problems, train_cfg, out=folder, log=log)
+                train_prm(
+                    base_dir, data, source, train_problems, train_cfg, out=folder, log=log, problems=by_id
+                )
+                _record_base(folder, base_dir)
             figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
             return {**figures, "train_s": time.perf_counter() - t0}
 
@@ -183,13 +207,24 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print) -> dict:
     return report
 
 
-def _trained_with(folder: Path) -> tuple[dict, str] | None:
-    """The training configuration and label source recorded in a PRM folder, if any."""
+def _trained_with(folder: Path) -> tuple[dict, str, str] | None:
+    """The training configuration, label source and base model recorded in a PRM folder, if any."""
     meta = folder / "prmsearch.json"
     if not (meta.exists() and (folder / "model.safetensors").exists()):
         return None
     data = json.loads(meta.read_text())
-    return data.get("trained_with"), data.get("label_source")
+    return data.get("trained_with"), data.get("label_source"), data.get("base")
+
+
+def _record_base(folder: Path, base_dir: Path) -> None:
+    """Add the base model (and the command that trained it, when recorded) to the PRM's metadata."""
+    meta_path = folder / "prmsearch.json"
+    meta = json.loads(meta_path.read_text())
+    meta["base"] = str(base_dir)
+    base_meta = Path(base_dir) / "prmsearch.json"
+    if base_meta.exists():
+        meta["base_trained_with"] = json.loads(base_meta.read_text()).get("trained_with")
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def _constant_scorer():
@@ -239,6 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--policy", default=None, help="policy folder (default: the shipped one)")
+    parser.add_argument(
+        "--base", default=None, help="causal LM the PRM bodies start from (default: the policy)"
+    )
+    parser.add_argument("--variants", default=None, help="comma-separated PRM variants (default: all)")
+    parser.add_argument(
+        "--dense-weight", type=float, default=None, help="weight of the shipped variant's per-token loss"
+    )
     parser.add_argument("--out", default="runs/prm")
     parser.add_argument("--ship", action="store_true", help="copy the best PRM into the package")
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run (CI)")
@@ -250,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--test-problems", type=int, default=None, help="test problems for the search figures"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads for training (1 when the cores are shared)"
+    )
     args = parser.parse_args(argv)
     cfg = PipelineConfig.smoke() if args.smoke else PipelineConfig()
     if args.train_problems:
@@ -264,18 +309,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.test_problems:
         cfg = dataclasses.replace(cfg, test_problems=args.test_problems)
+    if args.variants:
+        cfg = dataclasses.replace(cfg, variants=tuple(v.strip() for v in args.variants.split(",")))
+    if args.dense_weight is not None:
+        cfg = dataclasses.replace(
+            cfg, shipped_train=dataclasses.replace(cfg.shipped_train, dense_weight=args.dense_weight)
+        )
     if args.shipped_steps:
         cfg = dataclasses.replace(
             cfg, shipped_train=dataclasses.replace(cfg.shipped_train, steps=args.shipped_steps)
         )
+    threads = {"threads": args.threads} if args.threads else {}
     cfg = dataclasses.replace(
         cfg,
         seed=args.seed,
-        train=dataclasses.replace(cfg.train, seed=args.seed),
-        shipped_train=dataclasses.replace(cfg.shipped_train, seed=args.seed),
+        train=dataclasses.replace(cfg.train, seed=args.seed, **threads),
+        shipped_train=dataclasses.replace(cfg.shipped_train, seed=args.seed, **threads),
     )
     policy_dir = Path(args.policy) if args.policy else default_policy_path()
-    report = run(policy_dir, Path(args.out), cfg)
+    report = run(policy_dir, Path(args.out), cfg, base_dir=Path(args.base) if args.base else None)
     if args.ship:
         best = best_source(report)
         target = default_policy_path().parent / "prm"

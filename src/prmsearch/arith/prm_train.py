@@ -17,7 +17,7 @@ import copy
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from prmsearch.arith.prm_data import LabelledSolution, LabelSource
+from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset
 from prmsearch.arith.problems import ArithProblem
 from prmsearch.scorers.formats import QwenPRMFormat
 from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
@@ -46,6 +47,9 @@ class PRMTrainConfig:
             projections start at zero, so the PRM starts as the policy). The policy's last layer
             holds its prediction of each result; layers above it can compare that prediction
             with the digits actually written, which the policy's own layers cannot do.
+        dense_weight: weight of the per-token loss (`prm_dense`: every solution token labelled
+            with whether the solution is still right up to it; checker labels only). 0 trains
+            on the separator labels alone.
     """
 
     steps: int = 600
@@ -57,6 +61,7 @@ class PRMTrainConfig:
     seed: int = 0
     threads: int = 2
     extra_layers: int = 0
+    dense_weight: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "warmup", "lm_batch", "threads"):
@@ -69,6 +74,8 @@ class PRMTrainConfig:
             raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
         if not isinstance(self.extra_layers, int) or self.extra_layers < 0:
             raise ValueError(f"extra_layers must be an int >= 0, got {self.extra_layers!r}")
+        if self.dense_weight < 0:
+            raise ValueError(f"dense_weight must be >= 0, got {self.dense_weight}")
 
 
 @dataclass(frozen=True)
@@ -76,19 +83,36 @@ class _Example:
     ids: list[int]
     positions: list[int]
     targets: list[float]
+    dense_positions: tuple[int, ...] = ()
+    dense_targets: tuple[float, ...] = ()
 
 
 def encode_examples(
-    fmt: QwenPRMFormat, solutions: Sequence[LabelledSolution], source: LabelSource | str
+    fmt: QwenPRMFormat,
+    solutions: Sequence[LabelledSolution],
+    source: LabelSource | str,
+    problems: Mapping[str, ArithProblem] | None = None,
 ) -> list[_Example]:
-    """Token ids, separator positions and targets; steps masked by ``source`` are dropped."""
+    """Token ids, separator positions and targets; steps masked by ``source`` are dropped.
+
+    With ``problems`` (id -> problem), every example also gets dense per-token checker targets.
+    """
     examples = []
     for sol in solutions:
         labels = sol.labels(source)
         encoded = fmt.encode(sol.question, sol.steps)
         keep = [(p, y) for p, y in zip(encoded.positions, labels, strict=True) if y is not None]
-        if keep:
-            examples.append(_Example(encoded.ids, [p for p, _ in keep], [y for _, y in keep]))
+        if not keep:
+            continue
+        dense: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+        if problems is not None:
+            problem = problems.get(sol.problem_id)
+            if problem is None:
+                raise ValueError(f"no problem with id {sol.problem_id!r} for the dense targets")
+            offset = first_wrong_offset(problem, sol.steps, sol.first_error, fmt.separator_text)
+            targets = dense_targets(fmt, sol.question, sol.steps, offset)
+            dense = (tuple(targets.positions), tuple(targets.targets))
+        examples.append(_Example(encoded.ids, [p for p, _ in keep], [y for _, y in keep], *dense))
     return examples
 
 
@@ -181,12 +205,20 @@ def train_prm(
     cfg: PRMTrainConfig,
     out: str | Path | None = None,
     log=print,
+    problems: Mapping[str, ArithProblem] | None = None,
 ) -> BaseWithHead:
-    """Train a PRM on ``solutions`` labelled by ``source``; save it to ``out`` when given."""
+    """Train a PRM on ``solutions`` labelled by ``source``; save it to ``out`` when given.
+
+    ``policy_dir`` is the causal LM the body starts from: the policy itself, or a stronger model
+    of the same shape (as the 7B PRM starts from a model stronger than the 1.5B policy).
+    ``problems`` (id -> problem) is needed for the dense targets (``cfg.dense_weight > 0``).
+    """
     torch.set_num_threads(cfg.threads)
     prm, tokenizer = init_from_policy(policy_dir, cfg.seed, extra_layers=cfg.extra_layers)
     fmt = QwenPRMFormat(tokenizer)
-    examples = encode_examples(fmt, solutions, source)
+    if cfg.dense_weight > 0 and problems is None:
+        raise ValueError("dense_weight > 0 needs the problems of the solutions (problems=...)")
+    examples = encode_examples(fmt, solutions, source, problems if cfg.dense_weight > 0 else None)
     if not examples:
         raise ValueError(f"no training steps left for label source {source!r}")
     gold = encode_gold(fmt, gold_problems) if cfg.lm_weight > 0 else []
@@ -214,6 +246,13 @@ def train_prm(
         target = torch.tensor([y for e in batch for y in e.targets])
         loss_cls = -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
         loss = loss_cls
+        if cfg.dense_weight > 0:
+            d_rows = torch.tensor([i for i, e in enumerate(batch) for _ in e.dense_positions])
+            d_cols = torch.tensor([p for e in batch for p in e.dense_positions])
+            d_logp = torch.log_softmax(prm.head(hidden[d_rows, d_cols]).float(), dim=-1)
+            d_target = torch.tensor([y for e in batch for y in e.dense_targets])
+            loss_dense = -(d_target * d_logp[:, 1] + (1 - d_target) * d_logp[:, 0]).mean()
+            loss = loss + cfg.dense_weight * loss_dense
         if gold:
             lm_rows = [gold[i] for i in rng.integers(0, len(gold), cfg.lm_batch)]
             lm_ids, attention = _pad([ids for ids, _ in lm_rows], pad_id)

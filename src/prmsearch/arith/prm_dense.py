@@ -1,0 +1,89 @@
+"""Dense PRM targets: a label on every solution token, not only at the step separators.
+
+A label per step tells the PRM *that* a step is wrong but not *where*, so the comparison it has to
+learn (the digits written against the digits its body predicts) gets one bit of signal per step,
+read far from the digits. Here every token of the assistant turn is labelled with whether the
+solution is still right up to and including it: the token holding the first wrong character and
+everything after it are 0, everything before it is 1. The label at each ``<extra_0>`` equals the
+checker's step label, so the dense targets only add supervision; inference reads the same
+positions as before.
+
+Where the first error starts: the checker names the first wrong step; every step before it is
+right, so the value before it is the gold value and the gold step at that index is the one right
+text (the policy writes the gold format). The first character where the two differ is the first
+wrong one; a step that is a prefix of the gold step (it stopped early) is wrong from the separator
+after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prmsearch.arith.problems import ArithProblem
+
+__all__ = ["DenseTargets", "dense_targets", "first_wrong_offset"]
+
+
+@dataclass(frozen=True)
+class DenseTargets:
+    """Token ids of the PRM input and a 1/0 target for each labelled token position."""
+
+    ids: list[int]
+    positions: list[int]
+    targets: list[float]
+
+
+def first_wrong_offset(
+    problem: ArithProblem, steps: Sequence[str], first_error: int, separator: str
+) -> int | None:
+    """Offset of the first wrong character in ``separator.join(steps) + separator``.
+
+    ``first_error`` is the checker's first wrong step (-1: the solution is right, None returned).
+    """
+    if first_error < 0:
+        return None
+    if first_error >= len(steps):
+        raise ValueError(f"first_error {first_error} is past the last of {len(steps)} steps")
+    start = sum(len(step) + len(separator) for step in steps[:first_error])
+    written = steps[first_error]
+    if first_error >= len(problem.gold_steps):
+        return start  # a step after the last operation: wrong from its first character
+    gold = problem.gold_steps[first_error]
+    for i, (a, b) in enumerate(zip(written, gold)):
+        if a != b:
+            return start + i
+    return start + min(len(written), len(gold))
+
+
+def dense_targets(fmt, question: str, steps: Sequence[str], bad_offset: int | None) -> DenseTargets:
+    """Per-token targets for the PRM input of ``question`` and ``steps`` in ``fmt``'s layout.
+
+    ``fmt`` is a `QwenPRMFormat`; ``bad_offset`` comes from `first_wrong_offset`. Tokens of the
+    assistant turn (steps and separators) are labelled; the prompt and the closing tokens are not.
+    """
+    encoded = fmt.encode(question, steps)
+    content = fmt.separator_text.join(steps) + fmt.separator_text
+    messages = [
+        {"role": "system", "content": fmt.system},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": content},
+    ]
+    text = fmt.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    begin = text.rfind(content)
+    if begin < 0:
+        raise ValueError("the assistant turn is not in the PRM input text; is this the qwen-prm layout?")
+    end = begin + len(content)
+    tokens = fmt.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if list(tokens["input_ids"]) != list(encoded.ids):
+        raise ValueError("tokenizing with offsets gave other ids than the PRM format's encoding")
+    bad = None if bad_offset is None else begin + bad_offset
+    positions, targets = [], []
+    for index, (first, last) in enumerate(tokens["offset_mapping"]):
+        if first >= begin and last <= end and last > first:
+            positions.append(index)
+            targets.append(0.0 if bad is not None and last > bad else 1.0)
+    missing = set(encoded.positions) - set(positions)
+    if missing:
+        raise ValueError(f"separator positions {sorted(missing)} got no dense target")
+    return DenseTargets(list(encoded.ids), positions, targets)

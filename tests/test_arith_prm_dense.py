@@ -1,0 +1,75 @@
+"""Dense per-token PRM targets: where the first wrong character is, and which tokens get 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from prmsearch.arith.prm_data import checker_labels
+from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset
+from prmsearch.arith.problems import load_split
+
+PROBLEM = load_split("test", 1)[0]  # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32 (boxed)
+GOLD = PROBLEM.gold_steps
+SEP = "<extra_0>"
+
+
+@pytest.fixture(scope="module")
+def fmt():
+    from transformers import AutoTokenizer
+
+    from prmsearch.arith.models import default_policy_path
+    from prmsearch.scorers.formats import QwenPRMFormat
+
+    return QwenPRMFormat(AutoTokenizer.from_pretrained(str(default_policy_path())))
+
+
+def test_a_right_solution_has_no_wrong_offset():
+    assert first_wrong_offset(PROBLEM, GOLD, -1, SEP) is None
+
+
+def test_the_offset_is_the_first_character_that_differs_from_the_gold_step():
+    steps = (GOLD[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
+    first, _, _ = checker_labels(PROBLEM, steps)
+    offset = first_wrong_offset(PROBLEM, steps, first, SEP)
+    content = SEP.join(steps) + SEP
+    assert first == 1
+    assert content[offset:].startswith("8" + SEP)
+    assert content[:offset] == GOLD[0] + SEP + "24 - 5 = 1"
+
+
+def test_a_step_cut_short_is_wrong_from_the_separator_after_it():
+    steps = (GOLD[0], "24 - 5 = 1")
+    offset = first_wrong_offset(PROBLEM, steps, 1, SEP)
+    assert (SEP.join(steps) + SEP)[offset:] == SEP
+
+
+def test_a_step_after_the_last_operation_is_wrong_from_its_start():
+    steps = (*GOLD, "32")
+    offset = first_wrong_offset(PROBLEM, steps, 3, SEP)
+    assert (SEP.join(steps) + SEP)[offset:] == "32" + SEP
+    with pytest.raises(ValueError, match="past the last"):
+        first_wrong_offset(PROBLEM, GOLD, 3, SEP)
+
+
+def test_dense_targets_agree_with_the_step_labels_at_the_separators(fmt):
+    steps = (GOLD[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
+    first, _, labels = checker_labels(PROBLEM, steps)
+    dense = dense_targets(fmt, PROBLEM.question, steps, first_wrong_offset(PROBLEM, steps, first, SEP))
+    encoded = fmt.encode(PROBLEM.question, steps)
+    assert dense.ids == encoded.ids
+    by_position = dict(zip(dense.positions, dense.targets))
+    assert [by_position[p] for p in encoded.positions] == list(labels)
+    # the targets switch from 1 to 0 once, at the token holding the wrong digit "8"
+    switch = dense.targets.index(0.0)
+    assert all(t == 1.0 for t in dense.targets[:switch]) and all(t == 0.0 for t in dense.targets[switch:])
+    assert fmt.tokenizer.decode([dense.ids[dense.positions[switch]]]) == "8"
+    assert fmt.tokenizer.decode([dense.ids[dense.positions[switch - 1]]]) == "1"
+    # only the assistant turn is labelled: nothing of the question
+    assert dense.positions[0] > encoded.ids.index(fmt.tokenizer.convert_tokens_to_ids("<|im_start|>"))
+
+
+def test_a_right_solution_is_labelled_one_everywhere(fmt):
+    dense = dense_targets(fmt, PROBLEM.question, GOLD, None)
+    assert set(dense.targets) == {1.0}
+    text = fmt.tokenizer.decode([dense.ids[p] for p in dense.positions])
+    assert text == SEP.join(GOLD) + SEP
