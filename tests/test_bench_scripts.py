@@ -20,12 +20,12 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+def run_script(name: str, *args: str, threads: bool = True) -> subprocess.CompletedProcess:
     """Run ``scripts/<name>`` with the current interpreter, offline, on one CPU thread."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / name), "--threads", "1", *args],
+        [sys.executable, str(ROOT / "scripts" / name), *(["--threads", "1"] if threads else []), *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -70,3 +70,18 @@ def test_bench_backends_quick_shows_reuse_savings(tmp_path):
     # throughput: batched and one-by-one score the same tokens to the same values
     assert scoring["tokens"] > 0 and scoring["batched_s"] > 0 and scoring["single_s"] > 0
     assert scoring["max_abs_diff"] < 1e-4
+
+
+def test_bench_batching_small_run_gives_same_answers():
+    proc = run_script("bench_batching.py", "--problems", "2", "--n", "4", "--width", "2")
+    assert "| measure | prmsearch | naive | ratio |" in proc.stdout
+    assert "wall s, beam over 2 problems (batched vs one at a time)" in proc.stdout
+    assert "Same answers batched and one at a time: True" in proc.stdout
+
+
+def test_bench_overhead_small_run_prints_every_configuration():
+    proc = run_script("bench_overhead.py", "--problems", "5", threads=False)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 5  # header + beam, mcts, best_of_n, particle_filter
+    for row in rows[1:]:
+        assert float(row.strip("|").split("|")[-1]) > 0  # driver us/node

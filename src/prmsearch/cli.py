@@ -165,7 +165,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         options=options,
         chunk=args.chunk,
-        subsample_bon=args.subsample_bon,
+        subsample_bon=args.subsample_bon is not False,
     )
     return _run_bench(args, config)
 
@@ -180,8 +180,8 @@ def _bench_recipe(args: argparse.Namespace) -> int:
     config = recipe.sweep
     if args.limit is not None:
         config = dataclasses.replace(config, limit=args.limit)
-    if args.subsample_bon:
-        config = dataclasses.replace(config, subsample_bon=True)
+    if args.subsample_bon is not None:
+        config = dataclasses.replace(config, subsample_bon=args.subsample_bon)
     return _run_bench(args, config, backends=recipe.build_backends)
 
 
@@ -190,6 +190,7 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
     from pathlib import Path
 
     from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.benchmarks.equal_compute import markdown_section
     from prmsearch.benchmarks.report import markdown_table, write_reports
     from prmsearch.benchmarks.sweep import SweepProblem, run_sweep, timestamped_folder
 
@@ -228,7 +229,7 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(markdown_table(summary))
+        print(markdown_table(summary) + markdown_section(summary))
         print(f"results: {folder.results_path}  summary: {folder.path / 'summary.json'}")
     return 0
 
@@ -266,9 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true")
     bench.add_argument(
         "--subsample-bon",
-        action="store_true",
-        help="run best_of_n/self_consistency/weighted_vote at the largest budget only and derive "
-        "the smaller budgets by subsampling its candidates (marked in the summary)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run best_of_n/self_consistency/weighted_vote once, at the largest budget, and derive "
+        "their other rows by re-selecting among its candidates (marked * in the summary; exact for "
+        "backends whose i-th sample depends only on the seed, such as the embedded ones); "
+        "--no-subsample-bon runs every cell (default: on; a recipe's own setting otherwise)",
     )
     bench.add_argument("--ray", action="store_true", help="shard problems over a local Ray cluster")
     bench.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")

@@ -1,9 +1,11 @@
-"""The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands.
+"""The ``prmsearch aggregate``, ``prmsearch eval-prm`` and ``prmsearch perf`` subcommands.
 
-``register_commands(subparsers)`` adds both to the CLI's argparse subparsers. Each command maps its
-flags onto the frozen config of its module (:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
-:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`) and returns an exit code: 0 when it
-ran, 2 on bad input (the reason on stderr).
+``register_commands(subparsers)`` adds them to the CLI's argparse subparsers. Each command maps
+its flags onto the frozen config of its module
+(:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
+:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`,
+:class:`~prmsearch.benchmarks.perf.PerfConfig`) and returns an exit code: 0 when it ran, 2 on
+bad input (the reason on stderr).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "register_commands"]
+__all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "cmd_perf", "register_commands"]
 
 
 def _load_champ() -> list[dict[str, Any]]:
@@ -218,7 +220,79 @@ def _add_eval_prm(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=cmd_eval_prm)
 
 
+# ---------------------------------------------------------------------------------------------
+# perf
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    """Run the performance measures and print one table (issue 7)."""
+    import dataclasses
+    import time
+
+    from prmsearch.benchmarks.perf import PerfConfig, run_perf
+
+    start = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads must be >= 1, got {args.threads}")
+            import torch
+
+            torch.set_num_threads(args.threads)
+        config = PerfConfig.quick() if args.quick else PerfConfig()
+        changes: dict[str, Any] = {"results": args.results, "gpu_json": args.gpu_json,
+                                   "skip": frozenset(args.skip)}
+        if args.overhead_problems is not None:
+            changes["overhead_problems"] = args.overhead_problems
+        if args.problems is not None:
+            changes["arith"] = dataclasses.replace(config.arith, problems=args.problems)
+        config = dataclasses.replace(config, **changes)
+        report = run_perf(config, log)
+    except _input_errors() as exc:
+        return _fail("perf", exc)
+    print(report.table(), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+def _add_perf(sub: argparse._SubParsersAction) -> None:
+    from prmsearch.benchmarks.perf import MEASURES, SOURCES
+
+    parser = sub.add_parser(
+        "perf",
+        help="the performance measures (overhead, batching, reuse, equal compute, GPU) in one table",
+        description=(
+            "Runs the driver-overhead suite, the embedded-model engine run (batched vs one at a "
+            "time, prefix reuse, incremental PRM scoring), the random-weight depth-10 search, reads "
+            "accuracy at equal compute from a bench results folder and GPU figures from "
+            "scripts/gpu_bench.py's JSON, and prints one row per figure with its target."
+        ),
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests; well under a minute)")
+    parser.add_argument("--problems", type=int, default=None,
+                        help="arithmetic problems of the engine run (default 64; --quick 4)")
+    parser.add_argument("--overhead-problems", type=int, default=None,
+                        help="problems per overhead configuration (default 1000; --quick 20)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--results", type=Path, default=None, metavar="FOLDER",
+                        help="a `prmsearch bench` results folder (or summary.json) for equal compute")
+    parser.add_argument("--gpu-json", type=Path, default=None, metavar="FILE",
+                        help="the JSON written by scripts/gpu_bench.py --out")
+    parser.add_argument("--skip", type=_csv(str), default=(),
+                        help=f"comma-separated measures to leave out: {', '.join((*MEASURES, *SOURCES))}")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write every figure to this JSON file")
+    parser.set_defaults(func=cmd_perf)
+
+
 def register_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``aggregate`` and ``eval-prm`` to the ``prmsearch`` CLI's subparsers."""
+    """Add ``aggregate``, ``eval-prm`` and ``perf`` to the ``prmsearch`` CLI's subparsers."""
     _add_aggregate(subparsers)
     _add_eval_prm(subparsers)
+    _add_perf(subparsers)

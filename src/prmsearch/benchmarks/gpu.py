@@ -486,8 +486,8 @@ def assumptions(cfg: GpuBenchConfig) -> list[str]:
         "~57k tokens/s for the 7B PRM.",
         f"Decode roofline = batch x {hw.bandwidth_tbs:g} TB/s / (weight bytes + batch x mean context "
         "x KV bytes per token): one read of the weights and of every row's KV per step; the "
-        "DynamicCache's per-step concatenation and the sampling are extra traffic the roofline "
-        "does not allow for.",
+        "sampling, the mask update and dropping finished rows are extra traffic the roofline does "
+        "not allow for (new KV is written in place, not concatenated).",
         "Decode tokens/s = (tokens of a long run - tokens of a short run) / (time difference): "
         "the same requests with two token limits, so prefill and set-up cancel out.",
         "PRM tokens/s counts real (unpadded) tokens; padding inside a batch is a cost, not a credit.",

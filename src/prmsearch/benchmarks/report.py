@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from prmsearch.benchmarks.equal_compute import markdown_section
+
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -67,13 +69,22 @@ def markdown_table(summary: dict[str, Any]) -> str:
         "| strategy | n | seed | accuracy | 95% CI | gen tokens | PRM tokens | FLOPs | wall s | errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    derived = False
     for run in summary["runs"]:
         lo, hi = run["ci95"]
+        mark = "*" if run.get("subsampled") else ""
+        derived = derived or bool(mark)
         lines.append(
-            f"| {run['strategy']} | {run['budget']} | {run['seed']} | {100 * run['accuracy']:.1f}% | "
+            f"| {run['strategy']}{mark} | {run['budget']} | {run['seed']} | {100 * run['accuracy']:.1f}% | "
             f"{100 * lo:.1f}-{100 * hi:.1f} | {run['generated_tokens']:.0f} | {run['prm_tokens']:.0f} | "
             f"{run['flops']:.3g} | {run['wall_s']:.3f} | {run['errors']} |"
         )
+    if derived:
+        lines += [
+            "",
+            "\\* derived from the candidates of a run at the largest budget (`--subsample-bon`); "
+            "FLOPs and tokens scaled to the budget.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -116,9 +127,10 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
 
 
 def write_reports(folder: Path, rows: Iterable[dict[str, Any]], dataset: str, n_problems: int) -> dict:
-    """Write summary.json, summary.md and accuracy.png into ``folder``; return the summary."""
+    """Write summary.json, summary.md (with accuracy at equal compute) and accuracy.png into
+    ``folder``; return the summary."""
     summary = summarize(rows, dataset, n_problems)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (folder / "summary.md").write_text(markdown_table(summary))
+    (folder / "summary.md").write_text(markdown_table(summary) + markdown_section(summary))
     plot_accuracy(summary, folder / "accuracy.png")
     return summary

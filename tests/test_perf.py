@@ -1,0 +1,143 @@
+"""``prmsearch perf``: one table with a row per figure, targets held, every figure in the JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from prmsearch.benchmarks.perf import (
+    MEASURES,
+    TARGETS,
+    PerfConfig,
+    PerfRow,
+    Target,
+    equal_compute_rows,
+    gpu_rows,
+)
+from prmsearch.cli import main
+
+HEADER = "| measure | prmsearch | baseline | ratio or figure | target | met? |"
+
+
+def write_summary(folder) -> None:
+    runs = [
+        {"strategy": "best_of_n", "budget": 1, "seed": 0, "accuracy": 0.4, "flops": 1e8},
+        {"strategy": "best_of_n", "budget": 4, "seed": 0, "accuracy": 0.5, "flops": 4e8},
+        {"strategy": "beam", "budget": 1, "seed": 0, "accuracy": 0.3, "flops": 2e8},
+        {"strategy": "beam", "budget": 4, "seed": 0, "accuracy": 0.7, "flops": 8e8},
+    ]
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"dataset": "toy", "n_problems": 4, "runs": runs}))
+
+
+def gpu_report() -> dict:
+    return {
+        "environment": {"device": "NVIDIA H200"},
+        "assumptions": [],
+        "measurements": [
+            {"name": "PRM scoring, max_batch_tokens=8192", "measured_tps": 30000.0,
+             "roofline_tps": 60000.0, "ratio": 0.5, "error": None},
+            {"name": "policy decode, batch 64", "measured_tps": None, "roofline_tps": 9000.0,
+             "ratio": None, "error": "OutOfMemoryError: CUDA out of memory"},
+        ],
+    }
+
+
+def table_rows(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = lines.index(HEADER)
+    body = [line for line in lines[start + 2 :] if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in body]
+
+
+def test_perf_quick_end_to_end(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    results = tmp_path / "bench"
+    write_summary(results)
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps(gpu_report()))
+    out = tmp_path / "perf.json"
+    code = main(["perf", "--quick", "--threads", "1", "--results", str(results), "--gpu-json", str(gpu),
+                 "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert HEADER in text
+    rows = table_rows(text)
+    assert all(len(r) == 6 for r in rows)
+    measures = [r[0].split(":")[0] for r in rows]
+    assert set(measures) == set(MEASURES)
+    assert measures == sorted(measures, key=MEASURES.index)  # table order
+    assert measures.count("overhead") == 4
+    assert measures.count("prefix-reuse") == 3 and measures.count("incremental-prm") == 2
+    for row in rows:
+        measure, figure, target, met = row[0].split(":")[0], row[3], row[4], row[5]
+        if measure in TARGETS:
+            assert target == TARGETS[measure].text()
+            assert met in ("yes", "no") or met.startswith("n/a (depth") or met == "no (answers differ)"
+            number = float(re.match(r"[\d.]+", figure).group())
+            assert number > 0 and math.isfinite(number)
+        else:
+            assert target == "-" and met == "-"
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == len(rows)
+    figures = data["figures"]
+    assert {"overhead", "arith", "backends", "equal_compute", "gpu"} <= set(figures)
+    arith = figures["arith"]
+    assert arith["same_answers"] is True  # batched == one at a time, same seeds
+    assert arith["speedup"] > 0 and arith["prompt_ratio"] > 1 and arith["prm_ratio"] > 1
+    assert figures["backends"]["reuse"]["depth"] >= 8
+    assert all(f["driver_us_per_node"] > 0 for f in figures["overhead"])
+    equal = next(r for r in data["rows"] if r["measure"] == "equal-compute")
+    assert equal["prmsearch"] == "beam 50.0%" and equal["baseline"] == "best_of_n 50.0%"
+    gpu_cells = [r for r in rows if r[0].startswith("gpu:")]
+    assert gpu_cells[0][3] == "50.0% of roofline" and gpu_cells[1][1].startswith("FAILED")
+
+
+def test_perf_without_results_or_gpu_says_how_to_get_them(capsys):
+    code = main(["perf", "--skip", "overhead,arith,backends"])
+    text = capsys.readouterr().out
+    assert code == 0
+    rows = table_rows(text)
+    assert [r[0].split(":")[0] for r in rows] == ["equal-compute", "gpu"]
+    assert rows[0][1].startswith("not measured: pass --results")
+    assert rows[1][1].startswith("not measured")
+
+
+def test_perf_rejects_unknown_skip_and_missing_results(tmp_path, capsys):
+    assert main(["perf", "--skip", "overhead,typo"]) == 2
+    assert "unknown measure(s) to skip: typo" in capsys.readouterr().err
+    assert main(["perf", "--skip", "overhead,arith,backends,gpu", "--results", str(tmp_path)]) == 2
+    assert "no summary at" in capsys.readouterr().err
+
+
+def test_targets_and_verdicts():
+    assert TARGETS["overhead"].text() == "<= 20 us/node"
+    assert TARGETS["prefix-reuse"].text() == ">= 10x at depth >= 8"
+    assert TARGETS["overhead"].verdict(19.9) == "yes" and TARGETS["overhead"].verdict(20.1) == "no"
+    assert TARGETS["batching"].verdict(4.0) == "yes" and TARGETS["batching"].verdict(3.9) == "no"
+    assert TARGETS["incremental-prm"].verdict(9.0, depth=7) == "n/a (depth 7 < 8)"
+    assert TARGETS["incremental-prm"].verdict(4.0, depth=10) == "no"
+    assert Target(2.0).verdict(2.0, depth=1) == "yes"  # no depth condition
+
+
+def test_gpu_and_equal_compute_rows_without_inputs():
+    (row,) = gpu_rows(None, has_gpu=False)
+    assert row.prmsearch.startswith("not measured here (no GPU)") and "scripts/gpu_bench.py" in row.label
+    (row,) = gpu_rows(None, has_gpu=True)
+    assert row.prmsearch.startswith("not measured yet")
+    (row,) = equal_compute_rows(None)
+    assert isinstance(row, PerfRow) and row.met == "-"
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="overhead_problems"):
+        PerfConfig(overhead_problems=0)
+    quick = PerfConfig.quick(skip={"gpu"})
+    assert quick.skip == frozenset({"gpu"}) and quick.overhead_problems == 20
+    assert not quick.wants("gpu") and quick.runs("arith", ("batching",))
+    assert not PerfConfig.quick(skip={"batching", "prefix-reuse", "incremental-prm"}).runs(
+        "arith", ("batching", "prefix-reuse", "incremental-prm"))
