@@ -1,7 +1,10 @@
 """Label, train, evaluate and (with --ship) ship the embedded arithmetic PRM.
 
-    python scripts/train_arith_prm.py --out runs/prm --ship     # the shipped run
-    python scripts/train_arith_prm.py --out /tmp/prm --smoke    # seconds, for CI
+    python scripts/train_arith_prm.py --out runs/prm-final --ship   # the shipped run (~1.5 h, 2 cores)
+    python scripts/train_arith_prm.py --out /tmp/prm --smoke        # seconds, for CI
+
+It first trains the PRM's base model into OUT/base (skip with --base DIR), then labels policy
+samples, trains one PRM per label source, evaluates them and ships the best.
 """
 
 from __future__ import annotations

@@ -73,3 +73,40 @@ def test_a_right_solution_is_labelled_one_everywhere(fmt):
     assert set(dense.targets) == {1.0}
     text = fmt.tokenizer.decode([dense.ids[p] for p in dense.positions])
     assert text == SEP.join(GOLD) + SEP
+
+
+def test_step_arithmetic_judges_a_step_on_its_own_operands():
+    from prmsearch.arith.checker import step_arithmetic
+
+    wrong = step_arithmetic("24 - 5 = 18")
+    assert (wrong.written, wrong.exact, wrong.right) == ("18", 19, False)
+    assert "24 - 5 = 18"[slice(*wrong.result_span)] == "18"
+    assert step_arithmetic("18 + 13 = 31. The answer is \\boxed{31}").right  # right from a wrong 18
+    assert step_arithmetic("7 / 2 = 3").exact is None and not step_arithmetic("7 / 2 = 3").right
+    assert step_arithmetic("The answer is \\boxed{3}") is None
+
+
+def test_local_targets_label_result_digits_by_their_own_arithmetic(fmt):
+    from prmsearch.arith.prm_dense import local_targets
+
+    steps = (GOLD[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
+    dense = local_targets(fmt, PROBLEM.question, steps)
+    digits = [fmt.tokenizer.decode([dense.ids[p]]) for p in dense.positions]
+    assert digits == ["2", "4", "1", "8", "3", "1"]  # the results only, not operands or the box
+    # "18" for 19: the "1" is right, the "8" wrong; the last step computes right from 18
+    assert dense.targets == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+
+
+def test_corrupted_gold_with_a_step_error_rate_has_several_wrong_results():
+    import numpy as np
+
+    from prmsearch.arith.checker import step_arithmetic
+    from prmsearch.arith.prm_data import corrupted_gold
+
+    problems = load_split("train", 200)
+    solutions = corrupted_gold(problems, np.random.default_rng(0), step_error_rate=0.3)
+    wrong = [sum(not step_arithmetic(s).right for s in sol.steps) for sol in solutions]
+    assert max(wrong) >= 3 and 0.2 < sum(wrong) / sum(len(s.steps) for s in solutions) < 0.4
+    for sol, problem in zip(solutions, problems):
+        first, _, labels = checker_labels(problem, sol.steps)
+        assert sol.first_error == first and sol.checker == labels

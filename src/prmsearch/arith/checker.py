@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from prmsearch.arith.problems import ArithProblem, apply_op
 
-__all__ = ["CheckResult", "check_solution", "extract_answer"]
+__all__ = ["CheckResult", "StepArithmetic", "check_solution", "extract_answer", "step_arithmetic"]
 
 _NUM = r"-?\d{1,9}"
 _BOXED = re.compile(r"\\boxed\{\s*(" + _NUM + r")\s*\}")
@@ -122,6 +122,39 @@ def _first_error(problem: ArithProblem, steps: Sequence[str]) -> int:
             answered = True
         value = result
     return -1
+
+
+@dataclass(frozen=True)
+class StepArithmetic:
+    """The arithmetic of one ``"a OP b = c"`` step taken on its own terms.
+
+    Attributes:
+        result_span: character span of ``c`` in the step.
+        written: ``c`` as written.
+        exact: ``a OP b`` computed from the written ``a``, ``OP`` and ``b`` (None: an inexact
+            division).
+    """
+
+    result_span: tuple[int, int]
+    written: str
+    exact: int | None
+
+    @property
+    def right(self) -> bool:
+        """``c`` is the exact result of the step's own operands."""
+        return self.exact is not None and int(self.written) == self.exact
+
+
+def step_arithmetic(step: str) -> StepArithmetic | None:
+    """Whether a step computes right from its own operands (not whether they are the right ones);
+    None when the step is not of the form ``"a OP b = c ..."``."""
+    from prmsearch.arith.problems import Op
+
+    match = _OP_STEP.match(step) if isinstance(step, str) else None
+    if match is None:
+        return None
+    op = Op(_SYMBOLS[match.group("op")], int(match.group("b")))
+    return StepArithmetic(match.span("c"), match.group("c"), apply_op(int(match.group("a")), op))
 
 
 def check_solution(problem: ArithProblem, steps: Sequence[str]) -> CheckResult:

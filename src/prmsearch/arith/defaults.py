@@ -12,7 +12,7 @@ from typing import Any
 
 from prmsearch.arith.models import check_shipped_folder, default_policy_path
 
-PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --ship"
+PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --out runs/prm-final --ship"
 _PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 _DOMAIN = re.compile(
     r"^Start with \d+\.(?: (?:Add|Subtract|Multiply by|Divide by) \d+\.)+ What is the result\?$"

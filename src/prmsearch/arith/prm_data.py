@@ -181,27 +181,39 @@ def label_solutions(
 
 
 def corrupted_gold(
-    problems: Sequence[ArithProblem], rng: np.random.Generator, clean_fraction: float = 0.3
+    problems: Sequence[ArithProblem],
+    rng: np.random.Generator,
+    clean_fraction: float = 0.3,
+    step_error_rate: float | None = None,
 ) -> list[LabelledSolution]:
     """Gold solutions, most with one realistic error, labelled by the checker.
 
     The error is a wrong result (off by 1-10), a wrong operand or a wrong operation at a random
     step; later steps carry on correctly from the wrong value, as a policy would, so only the
-    first error separates them from a right solution. ``mc_soft`` is left empty: these solutions
-    were not sampled from the policy, so they have no Monte Carlo labels.
+    first error separates them from a right solution. With ``step_error_rate``, every step
+    instead gets a wrong result with that probability, independently (several errors per
+    solution: more examples of a wrong result for the local targets of `prm_dense`).
+    ``mc_soft`` is left empty: these solutions were not sampled from the policy, so they have
+    no Monte Carlo labels.
     """
     out = []
     for problem in problems:
         steps = list(problem.gold_steps)
-        if rng.random() >= clean_fraction:
-            steps = _corrupt(problem, int(rng.integers(len(problem.ops))), rng)
+        if step_error_rate is not None:
+            wrong = {i for i in range(len(problem.ops)) if rng.random() < step_error_rate}
+            steps = _corrupt(problem, wrong, rng, results_only=True)
+        elif rng.random() >= clean_fraction:
+            steps = _corrupt(problem, {int(rng.integers(len(problem.ops)))}, rng)
         first, correct, labels = checker_labels(problem, steps)
         out.append(LabelledSolution(problem.id, problem.question, tuple(steps), first, correct, labels, ()))
     return out
 
 
-def _corrupt(problem: ArithProblem, index: int, rng: np.random.Generator) -> list[str]:
-    """The gold steps with an error at step ``index`` propagated through the later steps."""
+def _corrupt(
+    problem: ArithProblem, indices: set[int], rng: np.random.Generator, results_only: bool = False
+) -> list[str]:
+    """The gold steps with an error at each step of ``indices``, propagated through the later
+    steps (``results_only``: every error is a wrong result)."""
     from prmsearch.arith.problems import Op, format_step
 
     steps, value = [], problem.start
@@ -209,8 +221,8 @@ def _corrupt(problem: ArithProblem, index: int, rng: np.random.Generator) -> lis
     for i, op in enumerate(problem.ops):
         shown = op
         result = apply_op(value, op)
-        if i == index:
-            kind = rng.integers(3)
+        if i in indices:
+            kind = 0 if results_only else rng.integers(3)
             if kind == 1 and op.symbol in "+-":
                 shown = Op(op.symbol, max(1, op.operand + int(rng.choice([-2, -1, 1, 2]))))
                 result = apply_op(value, shown)

@@ -13,6 +13,13 @@ right, so the value before it is the gold value and the gold step at that index 
 text (the policy writes the gold format). The first character where the two differ is the first
 wrong one; a step that is a prefix of the gold step (it stopped early) is wrong from the separator
 after it.
+
+A second, local kind (`local_targets`) labels only the digits of each step's result, by whether
+the step computes right from its own operands (the digits from the first one that differs from
+the exact result are 0). Once a solution has gone wrong, its later steps usually compute right
+from the wrong value, so local labels hold one "compare the written result with the computed
+one" example per step instead of one per solution: the comparison a PRM has to learn, without
+the need to carry an earlier error along. The step labels at the separators carry that part.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from prmsearch.arith.checker import step_arithmetic
 from prmsearch.arith.problems import ArithProblem
 
-__all__ = ["DenseTargets", "dense_targets", "first_wrong_offset"]
+__all__ = ["DenseTargets", "dense_targets", "first_wrong_offset", "local_targets"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +64,9 @@ def first_wrong_offset(
     return start + min(len(written), len(gold))
 
 
-def dense_targets(fmt, question: str, steps: Sequence[str], bad_offset: int | None) -> DenseTargets:
-    """Per-token targets for the PRM input of ``question`` and ``steps`` in ``fmt``'s layout.
-
-    ``fmt`` is a `QwenPRMFormat`; ``bad_offset`` comes from `first_wrong_offset`. Tokens of the
-    assistant turn (steps and separators) are labelled; the prompt and the closing tokens are not.
-    """
+def _content_tokens(fmt, question: str, steps: Sequence[str]):
+    """The PRM input's ids, each token's character span relative to the assistant turn (the
+    steps joined by separators) and the format's own encoding (ids checked equal)."""
     encoded = fmt.encode(question, steps)
     content = fmt.separator_text.join(steps) + fmt.separator_text
     messages = [
@@ -73,16 +78,54 @@ def dense_targets(fmt, question: str, steps: Sequence[str], bad_offset: int | No
     begin = text.rfind(content)
     if begin < 0:
         raise ValueError("the assistant turn is not in the PRM input text; is this the qwen-prm layout?")
-    end = begin + len(content)
     tokens = fmt.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     if list(tokens["input_ids"]) != list(encoded.ids):
         raise ValueError("tokenizing with offsets gave other ids than the PRM format's encoding")
-    bad = None if bad_offset is None else begin + bad_offset
+    spans = [(first - begin, last - begin) for first, last in tokens["offset_mapping"]]
+    return encoded, spans, len(content)
+
+
+def local_targets(fmt, question: str, steps: Sequence[str]) -> DenseTargets:
+    """Targets on the result digits of every ``"a OP b = c"`` step: 1 up to the first digit that
+    differs from the exact result of the step's own operands, 0 from it on."""
+    encoded, spans, _ = _content_tokens(fmt, question, steps)
+    bad: list[tuple[int, int, int]] = []  # (result start, result end, first wrong char)
+    start = 0
+    for step in steps:
+        arithmetic = step_arithmetic(step)
+        if arithmetic is not None:
+            first, last = arithmetic.result_span
+            wrong = last
+            if not arithmetic.right:
+                exact = "" if arithmetic.exact is None else str(arithmetic.exact)
+                wrong = first + next(
+                    (i for i, (a, b) in enumerate(zip(arithmetic.written, exact)) if a != b),
+                    min(len(arithmetic.written), len(exact)),
+                )
+                wrong = min(wrong, last - 1)  # a result too long is wrong at its last digit
+            bad.append((start + first, start + last, start + wrong))
+        start += len(step) + len(fmt.separator_text)
     positions, targets = [], []
-    for index, (first, last) in enumerate(tokens["offset_mapping"]):
-        if first >= begin and last <= end and last > first:
+    for index, (first, last) in enumerate(spans):
+        for lo, hi, wrong in bad:
+            if first >= lo and last <= hi and last > first:
+                positions.append(index)
+                targets.append(0.0 if last > wrong else 1.0)
+    return DenseTargets(list(encoded.ids), positions, targets)
+
+
+def dense_targets(fmt, question: str, steps: Sequence[str], bad_offset: int | None) -> DenseTargets:
+    """Per-token targets for the PRM input of ``question`` and ``steps`` in ``fmt``'s layout.
+
+    ``fmt`` is a `QwenPRMFormat`; ``bad_offset`` comes from `first_wrong_offset`. Tokens of the
+    assistant turn (steps and separators) are labelled; the prompt and the closing tokens are not.
+    """
+    encoded, spans, end = _content_tokens(fmt, question, steps)
+    positions, targets = [], []
+    for index, (first, last) in enumerate(spans):
+        if first >= 0 and last <= end and last > first:
             positions.append(index)
-            targets.append(0.0 if bad is not None and last > bad else 1.0)
+            targets.append(0.0 if bad_offset is not None and last > bad_offset else 1.0)
     missing = set(encoded.positions) - set(positions)
     if missing:
         raise ValueError(f"separator positions {sorted(missing)} got no dense target")

@@ -1,11 +1,12 @@
 """The whole PRM experiment: label policy samples three ways, train one PRM per label source with
 the same budget, evaluate each, print the table, and optionally ship the best.
 
-    python scripts/train_arith_prm.py --base runs/base --out runs/prm [--ship] [--smoke]
+    python scripts/train_arith_prm.py --out runs/prm [--ship] [--smoke] [--base DIR]
 
-``--base`` is the causal LM every PRM body starts from (default: the policy). The shipped PRM starts
-from a stronger model of the same shape trained longer on gold solutions, the way Qwen2.5-Math-PRM-7B
-starts from a model stronger than the 1.5B policy it guides.
+Every PRM body starts from a base model: by default one of the policy's shape trained longer on
+gold solutions (``OUT/base``, trained first: the policy's recipe run to 1,400 steps), the way
+Qwen2.5-Math-PRM-7B starts from a model stronger than the 1.5B policy it guides; ``--base DIR``
+uses a finished one (the policy itself is a valid but weak choice).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from prmsearch.arith.prm_data import (
 from prmsearch.arith.prm_eval import first_error_report, score_solutions, search_accuracy
 from prmsearch.arith.prm_train import PRMTrainConfig, train_prm
 from prmsearch.arith.problems import load_split
+from prmsearch.arith.train import TrainConfig, smoke_config, train_command, train_policy
 
 SOURCES = (LabelSource.CHECKER, LabelSource.MC, LabelSource.CONSENSUS)
 
@@ -51,12 +53,18 @@ class PipelineConfig:
     search_n: int = 16
     temperature: float = 0.8
     synthetic_problems: int = 20000
-    train: PRMTrainConfig = dataclasses.field(default_factory=lambda: PRMTrainConfig(steps=400))
+    synthetic_error_rate: float | None = 0.3
+    train: PRMTrainConfig = dataclasses.field(
+        default_factory=lambda: PRMTrainConfig(steps=400, extra_layers=2)
+    )
     shipped_train: PRMTrainConfig = dataclasses.field(
-        default_factory=lambda: PRMTrainConfig(steps=1000, dense_weight=1.0)
+        default_factory=lambda: PRMTrainConfig(
+            steps=2000, dense_weight=1.0, dense_mode="local", extra_layers=2
+        )
     )
     seed: int = 0
     variants: tuple[str, ...] | None = None
+    base: TrainConfig = dataclasses.field(default_factory=lambda: TrainConfig(steps=1400, seed=0))
 
     @classmethod
     def smoke(cls) -> PipelineConfig:
@@ -69,8 +77,11 @@ class PipelineConfig:
             test_problems=4,
             search_n=4,
             synthetic_problems=8,
-            train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2),
-            shipped_train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2, dense_weight=1.0),
+            base=smoke_config(),
+            train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2, extra_layers=1),
+            shipped_train=PRMTrainConfig(
+                steps=3, batch_size=4, lm_batch=2, dense_weight=1.0, dense_mode="local", extra_layers=1
+            ),
         )
 
 
@@ -94,9 +105,14 @@ def _load_labels(path: Path) -> list[LabelledSolution]:
 def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: Path | None = None) -> dict:
     """Label, train, evaluate; returns the report (also written to ``out/report.json``).
 
-    ``base_dir`` is the model the PRM bodies start from (default: the policy).
+    ``base_dir`` is the model the PRM bodies start from; by default ``out/base``, trained here
+    with ``cfg.base`` (the policy's recipe, run longer) unless a finished one is already there.
     """
-    base_dir = base_dir or policy_dir
+    if base_dir is None:
+        base_dir = out / "base"
+        if not (base_dir / "model.safetensors").exists():
+            log(f"training the PRM's base model into {base_dir}")
+            train_policy(cfg.base, base_dir, command=train_command(cfg.base, base_dir), log=log)
     from prmsearch.policies.hf import HFPolicy
     from prmsearch.scorers.confidence import PolicyConfidenceScorer
     from prmsearch.scorers.hf import qwen_prm
@@ -141,7 +157,9 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
 
     stream = load_split("train", cfg.train_problems + cfg.synthetic_problems)
     synthetic_problems = stream[cfg.train_problems :]
-    synthetic = corrupted_gold(synthetic_problems, np.random.default_rng(cfg.seed))
+    synthetic = corrupted_gold(
+        synthetic_problems, np.random.default_rng(cfg.seed), step_error_rate=cfg.synthetic_error_rate
+    )
     by_id = {p.id: p for p in [*train_problems, *synthetic_problems]}
     variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
     variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
@@ -275,12 +293,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--policy", default=None, help="policy folder (default: the shipped one)")
     parser.add_argument(
-        "--base", default=None, help="causal LM the PRM bodies start from (default: the policy)"
+        "--base",
+        default=None,
+        help="causal LM the PRM bodies start from (default: OUT/base, trained first if missing)",
     )
     parser.add_argument("--variants", default=None, help="comma-separated PRM variants (default: all)")
     parser.add_argument(
         "--dense-weight", type=float, default=None, help="weight of the shipped variant's per-token loss"
     )
+    parser.add_argument("--dense-mode", choices=("prefix", "local"), default=None)
+    parser.add_argument(
+        "--synthetic-error-rate",
+        type=float,
+        default=None,
+        help="give every synthetic step a wrong result with this probability (default: one error)",
+    )
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate of the shipped variant")
     parser.add_argument("--out", default="runs/prm")
     parser.add_argument("--ship", action="store_true", help="copy the best PRM into the package")
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run (CI)")
@@ -311,6 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, test_problems=args.test_problems)
     if args.variants:
         cfg = dataclasses.replace(cfg, variants=tuple(v.strip() for v in args.variants.split(",")))
+    if args.synthetic_error_rate is not None:
+        cfg = dataclasses.replace(cfg, synthetic_error_rate=args.synthetic_error_rate)
+    for flag, name in ((args.dense_mode, "dense_mode"), (args.lr, "lr")):
+        if flag is not None:
+            cfg = dataclasses.replace(
+                cfg, shipped_train=dataclasses.replace(cfg.shipped_train, **{name: flag})
+            )
     if args.dense_weight is not None:
         cfg = dataclasses.replace(
             cfg, shipped_train=dataclasses.replace(cfg.shipped_train, dense_weight=args.dense_weight)

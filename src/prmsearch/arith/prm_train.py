@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from prmsearch.arith.prm_data import LabelledSolution, LabelSource
-from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset
+from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset, local_targets
 from prmsearch.arith.problems import ArithProblem
+from prmsearch.arith.tokenizer import PLAIN_CHAT_TEMPLATE
 from prmsearch.scorers.formats import QwenPRMFormat
 from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
 
@@ -43,13 +44,16 @@ class PRMTrainConfig:
         lm_batch: gold solutions per step for that loss.
         seed: data order and head initialisation.
         threads: torch CPU threads.
-        extra_layers: transformer layers stacked on top of the policy's (their output
-            projections start at zero, so the PRM starts as the policy). The policy's last layer
-            holds its prediction of each result; layers above it can compare that prediction
-            with the digits actually written, which the policy's own layers cannot do.
-        dense_weight: weight of the per-token loss (`prm_dense`: every solution token labelled
-            with whether the solution is still right up to it; checker labels only). 0 trains
-            on the separator labels alone.
+        extra_layers: transformer layers stacked on top of the policy's (copies of its top
+            layers whose output projections start at zero, so the PRM starts as the policy).
+            The policy's last layer holds its prediction of each result; layers above it can
+            compare that prediction with the digits actually written, which the policy's own
+            layers cannot do.
+        dense_weight: weight of the per-token loss (see `prm_dense`). 0 trains on the
+            separator labels alone.
+        dense_mode: ``prefix`` (every solution token labelled with whether the solution is
+            still right up to it) or ``local`` (each result's digits labelled with whether the
+            step computes right from its own operands).
     """
 
     steps: int = 600
@@ -62,6 +66,7 @@ class PRMTrainConfig:
     threads: int = 2
     extra_layers: int = 0
     dense_weight: float = 0.0
+    dense_mode: str = "prefix"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "warmup", "lm_batch", "threads"):
@@ -76,6 +81,8 @@ class PRMTrainConfig:
             raise ValueError(f"extra_layers must be an int >= 0, got {self.extra_layers!r}")
         if self.dense_weight < 0:
             raise ValueError(f"dense_weight must be >= 0, got {self.dense_weight}")
+        if self.dense_mode not in ("prefix", "local"):
+            raise ValueError(f"dense_mode must be 'prefix' or 'local', got {self.dense_mode!r}")
 
 
 @dataclass(frozen=True)
@@ -92,10 +99,12 @@ def encode_examples(
     solutions: Sequence[LabelledSolution],
     source: LabelSource | str,
     problems: Mapping[str, ArithProblem] | None = None,
+    dense_mode: str = "prefix",
 ) -> list[_Example]:
     """Token ids, separator positions and targets; steps masked by ``source`` are dropped.
 
-    With ``problems`` (id -> problem), every example also gets dense per-token checker targets.
+    With ``problems`` (id -> problem), every example also gets dense per-token targets of
+    ``dense_mode`` (see `prm_dense`).
     """
     examples = []
     for sol in solutions:
@@ -105,7 +114,10 @@ def encode_examples(
         if not keep:
             continue
         dense: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
-        if problems is not None:
+        if problems is not None and dense_mode == "local":
+            targets = local_targets(fmt, sol.question, sol.steps)
+            dense = (tuple(targets.positions), tuple(targets.targets))
+        elif problems is not None:
             problem = problems.get(sol.problem_id)
             if problem is None:
                 raise ValueError(f"no problem with id {sol.problem_id!r} for the dense targets")
@@ -174,6 +186,7 @@ def init_from_policy(
     with quiet_loading():
         policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(policy_dir))
+    tokenizer.chat_template = PLAIN_CHAT_TEMPLATE  # the PRM reads the layout its base learned
     config = copy.deepcopy(policy.config)
     depth = config.num_hidden_layers
     if extra_layers:
@@ -185,7 +198,12 @@ def init_from_policy(
     if unexpected or any(not k.startswith("layers.") for k in missing):
         raise ValueError(f"policy and PRM bodies differ: missing {missing}, unexpected {unexpected}")
     with torch.no_grad():
-        for layer in prm.base.layers[depth:]:
+        # block expansion (LLaMA Pro, Wu et al. 2024): each extra layer starts as a copy of one of
+        # the top layers, with its output projections zeroed, so the PRM starts as the base model
+        # but the new layers already have working attention patterns to build the comparison on
+        for j, layer in enumerate(prm.base.layers[depth:]):
+            source = depth - min(extra_layers, depth) + j % depth
+            layer.load_state_dict(prm.base.layers[source].state_dict())
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
     (sep_id,) = tokenizer.encode(separator, add_special_tokens=False)
@@ -218,7 +236,9 @@ def train_prm(
     fmt = QwenPRMFormat(tokenizer)
     if cfg.dense_weight > 0 and problems is None:
         raise ValueError("dense_weight > 0 needs the problems of the solutions (problems=...)")
-    examples = encode_examples(fmt, solutions, source, problems if cfg.dense_weight > 0 else None)
+    examples = encode_examples(
+        fmt, solutions, source, problems if cfg.dense_weight > 0 else None, cfg.dense_mode
+    )
     if not examples:
         raise ValueError(f"no training steps left for label source {source!r}")
     gold = encode_gold(fmt, gold_problems) if cfg.lm_weight > 0 else []
@@ -246,13 +266,17 @@ def train_prm(
         target = torch.tensor([y for e in batch for y in e.targets])
         loss_cls = -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
         loss = loss_cls
-        if cfg.dense_weight > 0:
-            d_rows = torch.tensor([i for i, e in enumerate(batch) for _ in e.dense_positions])
-            d_cols = torch.tensor([p for e in batch for p in e.dense_positions])
+        parts = {"cls": loss_cls.item()}
+        if cfg.dense_weight > 0 and any(e.dense_positions for e in batch):
+            d_rows = torch.tensor(
+                [i for i, e in enumerate(batch) for _ in e.dense_positions], dtype=torch.long
+            )
+            d_cols = torch.tensor([p for e in batch for p in e.dense_positions], dtype=torch.long)
             d_logp = torch.log_softmax(prm.head(hidden[d_rows, d_cols]).float(), dim=-1)
-            d_target = torch.tensor([y for e in batch for y in e.dense_targets])
+            d_target = torch.tensor([y for e in batch for y in e.dense_targets], dtype=torch.float32)
             loss_dense = -(d_target * d_logp[:, 1] + (1 - d_target) * d_logp[:, 0]).mean()
             loss = loss + cfg.dense_weight * loss_dense
+            parts["dense"] = loss_dense.item()
         if gold:
             lm_rows = [gold[i] for i in rng.integers(0, len(gold), cfg.lm_batch)]
             lm_ids, attention = _pad([ids for ids, _ in lm_rows], pad_id)
@@ -262,17 +286,21 @@ def train_prm(
             lm_hidden = prm.base(input_ids=lm_ids, attention_mask=attention).last_hidden_state
             logits = lm_hidden[:, :-1] @ embed.weight.T
             labels = lm_ids[:, 1:].masked_fill(loss_mask[:, 1:] == 0, -100)
-            loss = loss + cfg.lm_weight * F.cross_entropy(
+            labels = labels.masked_fill(labels == fmt.sep_id, -100)  # a read position, not text
+            loss_lm = F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
             )
+            loss = loss + cfg.lm_weight * loss_lm
+            parts["lm"] = loss_lm.item()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(prm.parameters(), 1.0)
         optimizer.step()
         if step % 100 == 0 or step == cfg.steps - 1:
             log(
-                f"[prm {source}] step {step} loss {loss.item():.4f} cls {loss_cls.item():.4f} "
-                f"({time.perf_counter() - start:.0f}s)"
+                f"[prm {source}] step {step} loss {loss.item():.4f} "
+                + " ".join(f"{k} {v:.4f}" for k, v in parts.items())
+                + f" ({time.perf_counter() - start:.0f}s)"
             )
     prm.eval()
     if out is not None:

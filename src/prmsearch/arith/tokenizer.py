@@ -29,6 +29,7 @@ __all__ = [
     "DELIMITER",
     "EOS_TOKEN",
     "PAD_TOKEN",
+    "PLAIN_CHAT_TEMPLATE",
     "QWEN2_SPLIT_REGEX",
     "SPECIAL_TOKENS",
     "STEP_SEPARATOR",
@@ -59,6 +60,18 @@ CHAT_TEMPLATE = (
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+#: The plain layout the policy was trained on, as a chat template: the question, the step
+#: delimiter, then the assistant's text (the system prompt is not shown). The arithmetic PRM
+#: ships it so that its ``qwen-prm`` input is exactly the text its base model was trained on
+#: (with ``<extra_0>`` for the delimiter), as Qwen2.5-Math-PRM reads the chat layout of its base.
+PLAIN_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'user' %}{{- message['content'] + '\n\n' }}"
+    "{%- elif message['role'] == 'assistant' %}{{- message['content'] }}"
+    "{%- endif %}"
+    "{%- endfor %}"
 )
 
 #: total size of the BPE vocabulary, special tokens included

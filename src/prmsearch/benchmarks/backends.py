@@ -78,7 +78,7 @@ _WORDS = (
 Log = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def quiet_log(_: str) -> None:
     """A logger that drops messages."""
 
 
@@ -512,7 +512,7 @@ def compare_trees(first: Sequence[Any], second: Sequence[Any]) -> tuple[bool, in
     return same, count, diff
 
 
-def run_backend_bench(cfg: BackendBenchConfig, log: Log = _quiet) -> BackendFigures:
+def run_backend_bench(cfg: BackendBenchConfig, log: Log = quiet_log) -> BackendFigures:
     """Build the models, then measure throughput, run A (reuse) and run B (no reuse)."""
     from prmsearch.policies.hf import HFPolicy
     from prmsearch.scorers.hf import HFPRMScorer

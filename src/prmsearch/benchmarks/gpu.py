@@ -37,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from prmsearch.benchmarks.backends import (
+    Log,
     ModelShape,
     TextMaker,
     bench_tokenizer,
     build_policy_model,
     build_prm_model,
+    quiet_log,
 )
 from prmsearch.policies.base import GenerationRequest, SamplingParams
 from prmsearch.scorers.base import ScoreRequest
@@ -63,12 +65,6 @@ QWEN25_MATH_1_5B = ModelShape(hidden=1536, layers=28, heads=12, kv_heads=2, inte
 #: Qwen2.5-Math-PRM-7B: Qwen2 base without LM head, plus the 2-logit PRM head (about 7.07e9).
 QWEN25_MATH_PRM_7B = ModelShape(hidden=3584, layers=28, heads=28, kv_heads=4, intermediate=18944,
                                 vocab=152064)
-
-Log = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    """A logger that drops messages."""
 
 
 @dataclass(frozen=True)
@@ -495,7 +491,7 @@ def assumptions(cfg: GpuBenchConfig) -> list[str]:
     ]
 
 
-def run_gpu_bench(cfg: GpuBenchConfig, log: Log = _quiet) -> GpuReport:
+def run_gpu_bench(cfg: GpuBenchConfig, log: Log = quiet_log) -> GpuReport:
     """Measure PRM scoring at each budget, then policy decode at each batch size."""
     from prmsearch.policies.loading import resolve_device, resolve_dtype
 

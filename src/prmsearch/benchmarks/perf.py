@@ -24,12 +24,12 @@ engine run) and ``backends`` (the random-weight deep search).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.benchmarks.backends import BackendBenchConfig, BackendFigures
+from prmsearch.benchmarks.backends import BackendBenchConfig, BackendFigures, Log, quiet_log
 from prmsearch.benchmarks.batching import ArithEngineConfig, EngineFigures
 from prmsearch.benchmarks.equal_compute import EqualCompute, equal_compute, strategy_curves
 from prmsearch.benchmarks.overhead import OverheadFigures
@@ -55,13 +55,6 @@ __all__ = [
 MEASURES = ("overhead", "batching", "prefix-reuse", "incremental-prm", "equal-compute", "gpu")
 #: Runs that feed several measures (skipping one drops its rows).
 SOURCES = ("arith", "backends")
-
-Log = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    """A logger that drops messages."""
-
 
 @dataclass(frozen=True)
 class Target:
@@ -329,7 +322,7 @@ def _has_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def run_perf(cfg: PerfConfig, log: Log = _quiet) -> PerfReport:
+def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
     """Run every wanted measure, in table order, and collect the rows."""
     rows: list[PerfRow] = []
     figures: dict[str, Any] = {}
