@@ -134,3 +134,13 @@ def test_bench_summary_md_shows_accuracy_at_equal_compute(tmp_path):
     assert text.startswith("Dataset `toy`")
     assert "## Accuracy at equal compute" in text
     assert "| beam | - | 100.0% |" in text
+
+
+def test_perf_has_one_equal_compute_row_per_level_with_a_comparison():
+    from prmsearch.benchmarks.perf import equal_compute_rows
+
+    rows = equal_compute_rows(equal_compute(HAND_MADE), "toy")
+    # levels 1e8 (greedy 0.70 at its own FLOPs), 4e8 (mcts cannot reach: measured at 3e8 only;
+    # beam interpolated at 4e8 = 0.40 + 0.5 * 0.20) and 1.6e9 (no other strategy reaches it)
+    assert [r.prmsearch for r in rows] == ["greedy 70.0%", "beam 40.0%"]
+    assert [round(r.value, 6) for r in rows] == [0.3, -0.1]

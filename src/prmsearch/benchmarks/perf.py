@@ -184,26 +184,26 @@ def backend_rows(f: BackendFigures) -> list[PerfRow]:
 
 
 def equal_compute_rows(result: EqualCompute | None, source: str | None = None) -> list[PerfRow]:
-    """The best strategy against the reference at the largest FLOPs level where one has a value."""
+    """At each FLOPs level of the reference, the best other strategy against the reference."""
     if result is None:
         return [PerfRow("equal-compute", "accuracy at the FLOPs of best_of_n's budgets",
                         "not measured: pass --results FOLDER (a `prmsearch bench` output)")]
     where = f" ({source})" if source else ""
-    for level in reversed(range(len(result.levels))):
+    rows = []
+    for level, lv in enumerate(result.levels):
         best = result.best_other(level)
         ref_acc = result.at(result.reference, level)
         if best is None or ref_acc is None:
             continue
         name, acc = best
-        lv = result.levels[level]
-        return [PerfRow(
+        rows.append(PerfRow(
             "equal-compute", f"best strategy vs {result.reference} at {lv.flops:.3g} FLOPs/problem "
             f"(its n={lv.budget}){where}", f"{name} {100 * acc:.1f}%",
             f"{result.reference} {100 * ref_acc:.1f}%", f"{100 * (acc - ref_acc):+.1f} points",
             value=acc - ref_acc,
-        )]
-    return [PerfRow("equal-compute", f"vs {result.reference}{where}",
-                    "no other strategy within the reference's FLOPs range")]
+        ))
+    return rows or [PerfRow("equal-compute", f"vs {result.reference}{where}",
+                            "no other strategy within the reference's FLOPs range")]
 
 
 def gpu_rows(report: Mapping[str, Any] | None, has_gpu: bool = False) -> list[PerfRow]:
