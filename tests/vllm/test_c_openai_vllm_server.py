@@ -7,7 +7,6 @@ test kills it in the middle of a beam search.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -63,14 +62,26 @@ def test_beam_search_through_the_server(server, policy_dir, hf_prm, questions):
 def test_server_killed_mid_run_gives_per_problem_errors(server, policy_dir, hf_prm, questions):
     from prmsearch.api import Searcher
 
-    policy = _policy(server, policy_dir, timeout=5.0, max_retries=1, backoff=0.1)
+    class KilledAfterFirstRound(OpenAIPolicy):
+        """Kills the server just before the second round's batch call (not on a timer: the
+        search may finish before any timer fires)."""
+
+        calls = 0
+
+        def generate(self, requests):
+            KilledAfterFirstRound.calls += 1
+            if KilledAfterFirstRound.calls == 2:
+                server.kill()
+            return super().generate(requests)
+
+    args = {"tokenizer": str(policy_dir), "server": "vllm", "context_length": 256, "timeout": 5.0,
+            "max_retries": 1, "backoff": 0.1}
+    policy = KilledAfterFirstRound(server.url, "arith", **args)
     searcher = Searcher(policy, hf_prm, "beam", n=8, width=4,
                         sampling=SamplingParams(temperature=0.8, max_new_tokens=48), max_depth=8)
-    killer = threading.Timer(1.0, server.kill)
-    killer.start()
     start = time.monotonic()
     results = searcher.run(questions[:8])
-    killer.join()
+    assert KilledAfterFirstRound.calls >= 2
     assert len(results) == 8
     errors = [r.error for r in results if r.error is not None]
     assert errors and all("ServerError" in e for e in errors)
