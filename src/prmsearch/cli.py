@@ -190,8 +190,7 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
     from pathlib import Path
 
     from prmsearch.benchmarks.datasets import load_dataset
-    from prmsearch.benchmarks.equal_compute import markdown_section
-    from prmsearch.benchmarks.report import markdown_table, write_reports
+    from prmsearch.benchmarks.report import summary_markdown, write_reports
     from prmsearch.benchmarks.sweep import SweepProblem, run_sweep, timestamped_folder
 
     dataset = load_dataset(
@@ -229,7 +228,7 @@ def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(markdown_table(summary) + markdown_section(summary))
+        print(summary_markdown(summary))
         print(f"results: {folder.results_path}  summary: {folder.path / 'summary.json'}")
     return 0
 

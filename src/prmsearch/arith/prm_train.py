@@ -159,6 +159,17 @@ def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
+def _head_loss(head, hidden: torch.Tensor, positions: Sequence[Sequence[int]], targets: Sequence[float]
+               ) -> torch.Tensor:
+    """Cross-entropy of the 2-class head at ``positions[row]`` of each row against hard or soft
+    ``targets`` (P(good), flattened in row order)."""
+    rows = torch.tensor([i for i, row in enumerate(positions) for _ in row], dtype=torch.long)
+    cols = torch.tensor([p for row in positions for p in row], dtype=torch.long)
+    logp = torch.log_softmax(head(hidden[rows, cols]).float(), dim=-1)
+    target = torch.tensor(targets, dtype=torch.float32)
+    return -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
+
+
 def _lr(step: int, cfg: PRMTrainConfig) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
@@ -260,21 +271,18 @@ def train_prm(
         batch = [examples[i] for i in rng.integers(0, len(examples), cfg.batch_size)]
         ids, mask = _pad([e.ids for e in batch], pad_id)
         hidden = prm.base(input_ids=ids, attention_mask=mask).last_hidden_state
-        rows = torch.tensor([i for i, e in enumerate(batch) for _ in e.positions])
-        cols = torch.tensor([p for e in batch for p in e.positions])
-        logp = torch.log_softmax(prm.head(hidden[rows, cols]).float(), dim=-1)
-        target = torch.tensor([y for e in batch for y in e.targets])
-        loss_cls = -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
+        loss_cls = _head_loss(
+            prm.head, hidden, [e.positions for e in batch], [y for e in batch for y in e.targets]
+        )
         loss = loss_cls
         parts = {"cls": loss_cls.item()}
         if cfg.dense_weight > 0 and any(e.dense_positions for e in batch):
-            d_rows = torch.tensor(
-                [i for i, e in enumerate(batch) for _ in e.dense_positions], dtype=torch.long
+            loss_dense = _head_loss(
+                prm.head,
+                hidden,
+                [e.dense_positions for e in batch],
+                [y for e in batch for y in e.dense_targets],
             )
-            d_cols = torch.tensor([p for e in batch for p in e.dense_positions], dtype=torch.long)
-            d_logp = torch.log_softmax(prm.head(hidden[d_rows, d_cols]).float(), dim=-1)
-            d_target = torch.tensor([y for e in batch for y in e.dense_targets], dtype=torch.float32)
-            loss_dense = -(d_target * d_logp[:, 1] + (1 - d_target) * d_logp[:, 0]).mean()
             loss = loss + cfg.dense_weight * loss_dense
             parts["dense"] = loss_dense.item()
         if gold:

@@ -88,6 +88,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """What ``summary.md`` holds and ``prmsearch bench`` prints: the table, then accuracy at
+    equal compute."""
+    return markdown_table(summary) + markdown_section(summary)
+
+
 def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     """Accuracy vs. budget and vs. FLOPs per strategy; False when matplotlib is missing."""
     try:
@@ -131,6 +137,6 @@ def write_reports(folder: Path, rows: Iterable[dict[str, Any]], dataset: str, n_
     ``folder``; return the summary."""
     summary = summarize(rows, dataset, n_problems)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (folder / "summary.md").write_text(markdown_table(summary) + markdown_section(summary))
+    (folder / "summary.md").write_text(summary_markdown(summary))
     plot_accuracy(summary, folder / "accuracy.png")
     return summary

@@ -29,6 +29,7 @@ full run's scaled to N' samples (see :func:`scaled_ledger`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -72,8 +73,6 @@ def default_selection(strategy: str, options: Mapping[str, Any] | None = None) -
 
 def _sampling_key(strategy: str, options: Mapping[str, Any], budget: int) -> dict[str, Any]:
     """What decides a family strategy's samples: every config field but the final selection."""
-    import dataclasses
-
     bound = strategy_spec(strategy).configure(**{**dict(options), "n": budget})
     fields = dataclasses.asdict(bound.config)
     fields.pop("selection", None)
@@ -259,10 +258,11 @@ def append_subsampled(
     if not sources:
         return 0
     selections = {s: default_selection(s, config.strategy_options(s, largest)) for s in sources}
+    runners = set(sources.values())
     rows = [
         row
         for row in folder.rows()
-        if row["strategy"] in set(sources.values())
+        if row["strategy"] in runners
         and int(row["budget"]) == largest
         and not row.get("subsampled")
     ]
