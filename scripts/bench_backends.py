@@ -5,7 +5,7 @@
 PRM throughput batched vs one by one, PRM tokens computed with incremental scoring vs full
 re-scoring along a beam search, and policy prompt tokens with vs without prefix reuse (plus the
 naive n x prompt count), on random-weight Qwen2 models built in place (see
-``prmsearch.benchmarks.backends`` for what exactly is measured).
+``prmsearch.perf.backend_bench`` for what exactly is measured).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    from prmsearch.benchmarks.backends import BackendBenchConfig, run_backend_bench
+    from prmsearch.perf.backend_bench import BackendBenchConfig, run_backend_bench
 
     cfg = BackendBenchConfig.quick() if args.quick else BackendBenchConfig.full()
     start = time.perf_counter()

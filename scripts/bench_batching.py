@@ -5,7 +5,7 @@
 Beam search (N=16, width 4) over the first problems of the arithmetic test split, run once
 batched by the driver and once one problem at a time with the same seeds (same answers), with
 token counts against the naive loops. Prints one markdown table. The same figures appear in
-``prmsearch perf`` (see ``prmsearch.benchmarks.batching``).
+``prmsearch perf`` (see ``prmsearch.perf.batching``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 
 import torch
 
-from prmsearch.benchmarks.batching import ArithEngineConfig, run_arith_engine
+from prmsearch.perf.batching import ArithEngineConfig, run_arith_engine
 
 
 def main() -> None:

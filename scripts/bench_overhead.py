@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from prmsearch.benchmarks.overhead import HEADER, run_overhead_suite
+from prmsearch.perf.overhead import HEADER, run_overhead_suite
 
 
 def main() -> None:

@@ -6,7 +6,7 @@
 Builds Qwen2.5-Math-PRM-7B- and Qwen2.5-Math-1.5B-shaped models with random weights directly on
 the device, measures the transformers backends (HFPRMScorer at several max_batch_tokens budgets,
 HFPolicy decode at several batch sizes), prints progress, one table and the roofline
-assumptions, and writes the figures as JSON (see ``prmsearch.benchmarks.gpu``).
+assumptions, and writes the figures as JSON (see ``prmsearch.perf.gpu``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> None:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    from prmsearch.benchmarks.gpu import GpuBenchConfig, run_gpu_bench
+    from prmsearch.perf.gpu import GpuBenchConfig, run_gpu_bench
 
     cfg = GpuBenchConfig.small() if args.small else GpuBenchConfig()
     hw = cfg.hardware

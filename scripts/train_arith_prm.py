@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from prmsearch.arith.prm_pipeline import main
+from prmsearch.prm.arith_pipeline import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from prmsearch.arith.prm_data import LabelSource, RolloutConfig, checker_labels, label_solutions
-from prmsearch.arith.prm_eval import first_error_report, predicted_first_error
 from prmsearch.arith.problems import load_split
 from prmsearch.policies.scripted import ScriptedPolicy
+from prmsearch.prm.evaluate import first_error_report, predicted_first_error
+from prmsearch.prm.labels import LabelSource, RolloutConfig, checker_labels, label_solutions
 
 PROBLEM = load_split("test", 1)[0]  # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32 (boxed)
 GOLD = PROBLEM.gold_steps

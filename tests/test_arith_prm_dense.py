@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from prmsearch.arith.prm_data import checker_labels
-from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset
 from prmsearch.arith.problems import load_split
+from prmsearch.prm.dense_targets import dense_targets, first_wrong_offset
+from prmsearch.prm.labels import checker_labels
 
 PROBLEM = load_split("test", 1)[0]  # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32 (boxed)
 GOLD = PROBLEM.gold_steps
@@ -87,7 +87,7 @@ def test_step_arithmetic_judges_a_step_on_its_own_operands():
 
 
 def test_local_targets_label_result_digits_by_their_own_arithmetic(fmt):
-    from prmsearch.arith.prm_dense import local_targets
+    from prmsearch.prm.dense_targets import local_targets
 
     steps = (GOLD[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
     dense = local_targets(fmt, PROBLEM.question, steps)
@@ -101,7 +101,7 @@ def test_corrupted_gold_with_a_step_error_rate_has_several_wrong_results():
     import numpy as np
 
     from prmsearch.arith.checker import step_arithmetic
-    from prmsearch.arith.prm_data import corrupted_gold
+    from prmsearch.prm.labels import corrupted_gold
 
     problems = load_split("train", 200)
     solutions = corrupted_gold(problems, np.random.default_rng(0), step_error_rate=0.3)

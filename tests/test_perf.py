@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from prmsearch.benchmarks.perf import (
+from prmsearch.cli import main
+from prmsearch.perf.suite import (
     MEASURES,
     TARGETS,
     PerfConfig,
@@ -17,7 +18,6 @@ from prmsearch.benchmarks.perf import (
     equal_compute_rows,
     gpu_rows,
 )
-from prmsearch.cli import main
 
 HEADER = "| measure | prmsearch | baseline | ratio or figure | target | met? |"
 

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("yaml")
 
-from prmsearch.benchmarks.sweep import SweepConfig
-from prmsearch.recipes import RecipeError, load_recipe, parse_recipe
+from prmsearch.benchmarks.recipes import RecipeError, load_recipe, parse_recipe
+from prmsearch.benchmarks.sweep_config import SweepConfig
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 MINIMAL = {

@@ -12,12 +12,12 @@ from prmsearch.answers import AnswerMatcher, canonical_answer
 from prmsearch.benchmarks.report import summarize
 from prmsearch.benchmarks.subsample import (
     default_selection,
-    family_sources,
     scaled_ledger,
     select_candidate,
     subsampled_rows,
 )
-from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
+from prmsearch.benchmarks.sweep import SweepProblem, run_sweep
+from prmsearch.benchmarks.sweep_config import SweepConfig, family_sources
 
 FAMILY = ("best_of_n", "self_consistency", "weighted_vote")
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(6)]

@@ -6,7 +6,7 @@ backends load their engines when they are made.
 """
 
 from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer
-from prmsearch.api import Searcher, problem_seed, resolve_policy, resolve_scorer, solve
+from prmsearch.api import Searcher, resolve_policy, resolve_scorer, solve
 from prmsearch.backends import register_builtin_backends
 from prmsearch.policies.base import (
     Finish,
@@ -32,6 +32,7 @@ from prmsearch.search.protocol import (
     strategy_names,
 )
 from prmsearch.search.selection import Selection
+from prmsearch.seeding import mix_seed, problem_seed
 from prmsearch.tree import NO_PARENT, ROOT, SearchTree
 
 register_builtin_backends()
@@ -68,6 +69,7 @@ __all__ = [
     "make_policy",
     "make_scorer",
     "make_strategy",
+    "mix_seed",
     "problem_seed",
     "register_policy",
     "register_scorer",

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from prmsearch.answers import AnswerMatcher
 from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
 from prmsearch.scorers.base import SCORERS, Scorer, make_scorer
-from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult, mix_seed
+from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, as_strategy
-
-
-def problem_seed(seed: int, question: str) -> int:
-    """The seed of one problem: depends on the run seed and the question text only, so a problem
-    gets the same samples alone, in a batch, or on another worker."""
-    return mix_seed(seed, zlib.crc32(question.encode("utf-8")))
+from prmsearch.seeding import problem_seed
 
 
 def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
@@ -54,17 +48,11 @@ def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwa
     return scorer
 
 
-def default_annotation(policy: object) -> Callable[[str], str | None] | None:
-    """The embedded models' domain note when ``policy`` is the default (None), else nothing."""
-    if policy is None or policy == "arith":
-        from prmsearch.arith.defaults import domain_note
-
-        return domain_note
-    return None
-
-
 class Searcher:
     """One strategy over batched backends, reusable across calls: a decoding layer.
+
+    ``annotate(question)`` may return a note that is added to a result's ``notes``; by default it
+    is the policy's own ``domain_note`` when the backend has one (the embedded models do).
 
     Example::
 
@@ -98,7 +86,8 @@ class Searcher:
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()
-        self.annotate = annotate
+        # A backend may carry its own note for questions outside what its models know.
+        self.annotate = annotate if annotate is not None else getattr(policy, "domain_note", None)
         self.last_stats: RunStats | None = None
         self.last_ledger: Ledger | None = None
 
@@ -160,6 +149,5 @@ def solve(
         sampling=sampling,
         max_depth=max_depth,
         seed=seed,
-        annotate=default_annotation(policy),
     )
     return searcher(question)

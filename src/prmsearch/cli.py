@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from prmsearch.api import Searcher, default_annotation, resolve_policy, resolve_scorer
+from prmsearch.api import Searcher, resolve_policy, resolve_scorer
 from prmsearch.policies.base import SamplingParams
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
@@ -80,7 +80,6 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
         policy,
         scorer,
         args.strategy,
-        annotate=default_annotation(args.policy),
         sampling=sampling,
         max_depth=args.max_depth,
         seed=args.seed,
@@ -135,7 +134,7 @@ def _csv(kind):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from prmsearch.benchmarks.sweep import DEFAULT_STRATEGIES, SweepConfig
+    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES, SweepConfig
 
     if args.recipe:
         return _bench_recipe(args)
@@ -174,7 +173,7 @@ def _bench_recipe(args: argparse.Namespace) -> int:
     """``bench --recipe FILE``: the sweep and backends come from the YAML recipe."""
     import dataclasses
 
-    from prmsearch.recipes import load_recipe
+    from prmsearch.benchmarks.recipes import load_recipe
 
     recipe = load_recipe(args.recipe)
     config = recipe.sweep

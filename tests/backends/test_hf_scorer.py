@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import make_scorer_for
 
-from prmsearch.policies.prompt_formats import QWEN_MATH_SYSTEM
+from prmsearch.engines.prompt_formats import QWEN_MATH_SYSTEM
 from prmsearch.scorers.base import ScoreRequest, check_scores
 
 PATHS = [

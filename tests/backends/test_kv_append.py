@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from transformers import DynamicCache  # noqa: E402
 
-from prmsearch.policies.kv_cache import (  # noqa: E402
+from prmsearch.engines.kv_cache import (  # noqa: E402
     AppendLayer,
     check_plain_cache,
     gather_cache,

@@ -9,7 +9,7 @@ import sys
 def test_packages_do_not_import_torch():
     code = (
         "import sys; import prmsearch, prmsearch.policies, prmsearch.scorers;"
-        "import prmsearch.policies.base, prmsearch.scorers.base, prmsearch.policies.prompt_formats;"
+        "import prmsearch.policies.base, prmsearch.scorers.base, prmsearch.engines.prompt_formats;"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; print(bad);"
         "sys.exit(1 if bad else 0)"
     )

@@ -8,7 +8,7 @@ import pytest
 import tiny
 from conftest import write_settings
 
-from prmsearch.policies.prompt_formats import (
+from prmsearch.engines.prompt_formats import (
     QWEN_MATH_SYSTEM,
     MissingChatTemplateError,
     get_prompt_format,

@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fault_server import FaultServer
 
+from prmsearch.engines.http import ServerError
 from prmsearch.policies.base import Finish, GenerationRequest, SamplingParams
 from prmsearch.policies.openai import OpenAIPolicy, OpenAIPolicyConfig
-from prmsearch.policies.openai_http import ServerError
 from prmsearch.scorers.base import StepScores
 
 FAST = {"timeout": 0.5, "max_retries": 2, "backoff": 0.01, "backoff_max": 0.05, "max_concurrency": 4}

@@ -30,7 +30,9 @@ def arith_policy(**kwargs: Any):
     from prmsearch.policies.hf import HFPolicy
 
     kwargs.setdefault("device", "cpu")
-    return HFPolicy(model=str(default_policy_path()), **kwargs)
+    policy = HFPolicy(model=str(default_policy_path()), **kwargs)
+    policy.domain_note = domain_note  # the Searcher adds it to out-of-domain results
+    return policy
 
 
 def arith_prm(**kwargs: Any):

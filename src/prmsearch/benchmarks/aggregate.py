@@ -40,7 +40,7 @@ from prmsearch.benchmarks.processbench import iter_json_rows
 from prmsearch.benchmarks.report import bootstrap_ci
 from prmsearch.scorers.base import Scorer, ScoreRequest, check_scores
 from prmsearch.search.aggregation import Aggregation, aggregate_scores
-from prmsearch.search.selection import Selection
+from prmsearch.search.selection import Candidate, Selection, choose
 
 __all__ = [
     "ORACLE",
@@ -319,39 +319,17 @@ def prepare_question(
     return PreparedQuestion(groups, correct, scores.reshape(len(aggregations), len(row.responses)))
 
 
-def _argmax(indices: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> int:
-    """Highest score among answered responses (all when none is answered), earliest on ties."""
-    answered = groups[indices] >= 0
-    pool = indices[answered] if answered.any() else indices
-    return int(pool[np.argmax(scores[pool])])
-
-
 def select_response(
     question: PreparedQuestion, indices: np.ndarray, selection: Selection, aggregation_row: int
 ) -> int:
-    """The response that ``selection`` picks among ``indices`` (ascending) under one aggregation."""
+    """The response that ``selection`` picks among ``indices`` (ascending) under one aggregation:
+    the search's own :func:`prmsearch.search.selection.choose`, response index as the order."""
     scores = question.scores[aggregation_row]
     groups = question.groups
-    if selection is Selection.ARGMAX:
-        return _argmax(indices, scores, groups)
-    answered = indices[groups[indices] >= 0]
-    if answered.size == 0:
-        return _argmax(indices, scores, groups)
-    g = groups[answered]
-    s = scores[answered]
-    _, inverse = np.unique(g, return_inverse=True)
-    counts = np.bincount(inverse)
-    weights = np.bincount(inverse, weights=np.where(np.isinf(s), 0.0, s))
-    # best response per group: highest score, then earliest (answered is ascending)
-    order = np.lexsort((answered, -s, inverse))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = inverse[order][1:] != inverse[order][:-1]
-    best = answered[order[first]]  # one per group, in group order
-    if selection is Selection.MAJORITY:
-        winner = np.lexsort((best, -weights, -counts))[0]
-    else:
-        winner = np.lexsort((best, -counts, -weights))[0]
-    return int(best[winner])
+    candidates = [
+        Candidate(None if groups[i] < 0 else int(groups[i]), float(scores[i]), int(i)) for i in indices
+    ]
+    return int(indices[choose(candidates, selection)])
 
 
 # ---------------------------------------------------------------------------------------------

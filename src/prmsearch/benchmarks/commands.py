@@ -4,7 +4,7 @@
 its flags onto the frozen config of its module
 (:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
 :class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`,
-:class:`~prmsearch.benchmarks.perf.PerfConfig`) and returns an exit code: 0 when it ran, 2 on
+:class:`~prmsearch.perf.suite.PerfConfig`) and returns an exit code: 0 when it ran, 2 on
 bad input (the reason on stderr).
 """
 
@@ -230,7 +230,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from prmsearch.benchmarks.perf import PerfConfig, run_perf
+    from prmsearch.perf.suite import PerfConfig, run_perf
 
     start = time.perf_counter()
 
@@ -263,7 +263,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 
 def _add_perf(sub: argparse._SubParsersAction) -> None:
-    from prmsearch.benchmarks.perf import MEASURES, SOURCES
+    from prmsearch.perf.suite import MEASURES, SOURCES
 
     parser = sub.add_parser(
         "perf",

@@ -29,25 +29,19 @@ full run's scaled to N' samples (see :func:`scaled_ledger`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
-from prmsearch.search.driver import mix_seed
+from prmsearch.benchmarks.sweep_config import SUBSAMPLABLE, SweepConfig, family_sources
 from prmsearch.search.protocol import strategy_spec
-from prmsearch.search.selection import Selection
+from prmsearch.search.selection import Candidate, Selection, choose
+from prmsearch.seeding import mix_seed
 from prmsearch.tree import NO_GROUP
-
-if TYPE_CHECKING:
-    from prmsearch.benchmarks.sweep import SweepConfig
-
-#: Strategies whose candidates are independent whole solutions from one round.
-SUBSAMPLABLE = ("best_of_n", "self_consistency", "weighted_vote")
 
 #: Ledger counts that grow with the number of samples (scaled by N'/N); the others (policy
 #: calls, prompt tokens) are per request and stay as they are.
@@ -71,33 +65,6 @@ def default_selection(strategy: str, options: Mapping[str, Any] | None = None) -
     return Selection.parse(bound.config.selection)
 
 
-def _sampling_key(strategy: str, options: Mapping[str, Any], budget: int) -> dict[str, Any]:
-    """What decides a family strategy's samples: every config field but the final selection."""
-    bound = strategy_spec(strategy).configure(**{**dict(options), "n": budget})
-    fields = dataclasses.asdict(bound.config)
-    fields.pop("selection", None)
-    return fields
-
-
-def family_sources(config: SweepConfig) -> dict[str, str]:
-    """For each best-of-N-family strategy of ``config``, the family strategy whose run it reads.
-
-    A strategy whose config (all but ``selection``) equals an earlier family strategy's reads that
-    one's rows; the others read their own.
-    """
-    largest = max(config.budgets)
-    sources: dict[str, str] = {}
-    runners: list[tuple[str, dict[str, Any]]] = []
-    for strategy in (s for s in config.strategies if s in SUBSAMPLABLE):
-        key = _sampling_key(strategy, config.strategy_options(strategy, largest), largest)
-        source = next((name for name, other in runners if other == key), None)
-        if source is None:
-            runners.append((strategy, key))
-            source = strategy
-        sources[strategy] = source
-    return sources
-
-
 def _key(score: float | None) -> float:
     """Ranking key of a stored score: a missing (unscored) one ranks below every real score."""
     return -math.inf if score is None or math.isnan(score) else float(score)
@@ -110,37 +77,12 @@ def _group(candidate: Mapping[str, Any]) -> Any:
     return candidate.get("group", candidate["answer"])
 
 
-def _best(candidates: Sequence[Mapping[str, Any]], indices: Sequence[int]) -> int:
-    """The index with the highest score, the earliest on ties."""
-    best = indices[0]
-    for i in indices[1:]:
-        if _key(candidates[i]["score"]) > _key(candidates[best]["score"]):
-            best = i
-    return best
-
-
 def select_candidate(candidates: Sequence[Mapping[str, Any]], selection: Selection | str) -> int:
-    """Index of the candidate the final ``selection`` picks, with the tie rules of
-    :func:`prmsearch.search.selection.select` (candidate order standing for node order)."""
+    """Index of the stored candidate that the final ``selection`` picks: the search's own
+    :func:`prmsearch.search.selection.choose`, candidate order standing for node order."""
     if not candidates:
         raise ValueError("select_candidate() needs at least one candidate")
-    selection = Selection.parse(selection)
-    answered = [i for i, c in enumerate(candidates) if _group(c) is not None]
-    if selection is Selection.ARGMAX or not answered:
-        return _best(candidates, answered or list(range(len(candidates))))
-    members: dict[Any, list[int]] = {}
-    for i in answered:
-        members.setdefault(_group(candidates[i]), []).append(i)
-    votes = []
-    for indices in members.values():
-        keys = [_key(candidates[i]["score"]) for i in indices]
-        weight = sum(0.0 if k == -math.inf else k for k in keys)  # unscored paths weigh nothing
-        votes.append((len(indices), weight, _best(candidates, indices)))
-    if selection is Selection.WEIGHTED:
-        votes.sort(key=lambda v: (-v[1], -v[0], v[2]))
-    else:
-        votes.sort(key=lambda v: (-v[0], -v[1], v[2]))
-    return votes[0][2]
+    return choose([Candidate(_group(c), _key(c["score"]), i) for i, c in enumerate(candidates)], selection)
 
 
 def scaled_ledger(ledger: Mapping[str, Any] | None, fraction: float) -> dict[str, Any] | None:

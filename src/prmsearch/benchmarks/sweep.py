@@ -7,145 +7,22 @@ per chunk), and every finished problem is appended to ``results.jsonl`` at once.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prmsearch.api import Searcher, problem_seed, resolve_policy, resolve_scorer
+from prmsearch.api import Searcher, resolve_policy, resolve_scorer
 from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
-from prmsearch.benchmarks.subsample import append_subsampled, family_sources
-from prmsearch.policies.base import Policy, SamplingParams
+from prmsearch.benchmarks.subsample import append_subsampled
+from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.policies.base import Policy
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
-from prmsearch.search.protocol import strategy_spec
-
-DEFAULT_STRATEGIES = (
-    "greedy",
-    "self_consistency",
-    "best_of_n",
-    "weighted_vote",
-    "beam",
-    "dvts",
-    "mcts",
-    "particle_filter",
-    "rebase",
-)
-_WIDTH_OPTION = {"beam": "width", "dvts": "width", "mcts": "expansion_width"}
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """What a sweep runs; recorded in the manifest, so a resume must match it exactly.
-
-    Attributes:
-        dataset: dataset name (see ``prmsearch.benchmarks.datasets``), ``arith`` by default.
-        dataset_path: a local file for the dataset (default: its standard location).
-        split: dataset split where the dataset has several (``arith``: test).
-        limit: use only the first ``limit`` problems (after the seeded shuffle, if any).
-        shuffle_seed: shuffle the problems with this seed before ``limit``.
-        strategies: strategy names.
-        budgets: values of each strategy's ``n``; ``greedy`` runs once, at budget 1.
-        seeds: run seeds; a problem's seed derives from the run seed and its question.
-        policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
-        temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
-        options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
-            DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
-        chunk: problems per batched driver run.
-        subsample_bon: run the best-of-N family (best_of_n, self_consistency, weighted_vote)
-            only at the largest budget and derive the smaller budgets by subsampling its
-            candidates (rows marked ``subsampled``; see ``prmsearch.benchmarks.subsample``);
-            family members that draw the same samples (configs equal but for the selection) run
-            once, the others' rows at every budget are re-selected from its candidates.
-    """
-
-    dataset: str = "arith"
-    dataset_path: str | None = None
-    split: str | None = None
-    limit: int | None = None
-    shuffle_seed: int | None = None
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    budgets: tuple[int, ...] = (1, 4, 16)
-    seeds: tuple[int, ...] = (0,)
-    policy: str | None = None
-    policy_backend: str | None = None
-    prm: str | None = None
-    prm_family: str | None = None
-    temperature: float = 0.8
-    top_p: float = 1.0
-    max_step_tokens: int = 256
-    delimiter: str = "\n\n"
-    max_depth: int = 32
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    chunk: int = 64
-    subsample_bon: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategies", tuple(self.strategies))
-        object.__setattr__(self, "budgets", tuple(int(b) for b in self.budgets))
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if not self.strategies:
-            raise ValueError("strategies must name at least one strategy")
-        for name in self.strategies:
-            strategy_spec(name)  # unknown names list the known ones
-        for name in self.options:
-            if name not in self.strategies:
-                raise ValueError(f"options given for strategy {name!r}, which is not in the sweep")
-        if not self.budgets or min(self.budgets) < 1:
-            raise ValueError(f"budgets must be ints >= 1, got {self.budgets}")
-        if not self.seeds:
-            raise ValueError("seeds must not be empty")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
-        if self.chunk < 1:
-            raise ValueError(f"chunk must be >= 1, got {self.chunk}")
-        SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
-        for cell in self.cells():
-            self.strategy_options(cell[0], cell[1])
-
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
-
-    def cells(self) -> list[tuple[str, int, int]]:
-        """Every (strategy, budget, seed) to run, greedy only at budget 1."""
-        cells = []
-        sources = family_sources(self) if self.subsample_bon else {}
-        for strategy in self.strategies:
-            budgets = (1,) if strategy == "greedy" else self.budgets
-            if strategy in sources:
-                if sources[strategy] != strategy:
-                    continue  # a sibling: every budget is derived from its source's run
-                budgets = (max(self.budgets),)  # the smaller budgets are derived from this one
-            for budget in budgets:
-                for seed in self.seeds:
-                    cells.append((strategy, budget, seed))
-        return cells
-
-    def strategy_options(self, strategy: str, budget: int) -> dict[str, Any]:
-        """Options of ``strategy`` at budget ``budget`` (validated by building the config)."""
-        options = dict(self.options.get(strategy, {}))
-        width_option = _WIDTH_OPTION.get(strategy)
-        if width_option and width_option not in options:
-            if strategy == "mcts":  # room for several expansions, each followed by a rollout
-                options[width_option] = max(1, min(4, budget // 4))
-            else:
-                options[width_option] = math.gcd(budget, 4)
-        if strategy != "greedy":
-            options["n"] = budget
-        strategy_spec(strategy).configure(**options)
-        return options
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        for key in ("strategies", "budgets", "seeds"):
-            data[key] = list(data[key])
-        if not self.subsample_bon:  # manifests written before the option existed still resume
-            del data["subsample_bon"]
-        return data
+from prmsearch.seeding import problem_seed
 
 
 @dataclass(frozen=True)

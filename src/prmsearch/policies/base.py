@@ -150,7 +150,11 @@ def generation_budget(index: int, prompt_tokens: int, max_new_tokens: int, conte
 
 @runtime_checkable
 class Policy(Protocol):
-    """Anything that turns a batch of requests into a batch of generations, in order."""
+    """Anything that turns a batch of requests into a batch of generations, in order.
+
+    A backend may also carry ``domain_note(question) -> str | None``: a note for questions outside
+    what its model knows, which ``Searcher`` adds to such results (the embedded policy does).
+    """
 
     @property
     def num_parameters(self) -> int:

@@ -7,13 +7,13 @@ model's forward with a ``DynamicCache``:
 
 1. Requests are sorted by prompt length and grouped under a token budget.
 2. Each group is prefilled once (one row per request). A bounded LRU of token-prefix KV
-   (:class:`~prmsearch.policies.kv_cache.PrefixKVCache`) supplies the longest cached prefix of
+   (:class:`~prmsearch.engines.kv_cache.PrefixKVCache`) supplies the longest cached prefix of
    every prompt, so extending a node's path prefills only the new tokens. Each prompt's KV is
    then stored for the next round.
 3. The prefilled KV is expanded to ``n`` rows per request and decoded in row chunks under the
    same budget; finished rows are dropped from the batch as they accumulate. Each row's KV has
    room for its token limit, so a decode step writes one column in place instead of copying
-   the whole cache (:class:`~prmsearch.policies.kv_cache.AppendLayer`).
+   the whole cache (:class:`~prmsearch.engines.kv_cache.AppendLayer`).
 
 Batch layout (prefill): ``[pad][cached][pad][new]`` per row, so every row's last prompt token
 sits in the last column; the attention mask hides pads and ``position_ids`` carry each row's
@@ -34,21 +34,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from prmsearch.policies.base import (
-    Finish,
-    Generation,
-    GenerationRequest,
-    StepOutput,
-    generation_budget,
-)
-from prmsearch.policies.kv_cache import (
+from prmsearch.engines.kv_cache import (
     PrefixKVCache,
     check_plain_cache,
     gather_cache,
     pack_rows,
     row_kv,
 )
-from prmsearch.policies.loading import (
+from prmsearch.engines.loading import (
     count_parameters,
     free_accelerator_memory,
     is_oom,
@@ -58,7 +51,14 @@ from prmsearch.policies.loading import (
     resolve_device,
     resolve_dtype,
 )
-from prmsearch.policies.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
+from prmsearch.engines.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
+from prmsearch.policies.base import (
+    Finish,
+    Generation,
+    GenerationRequest,
+    StepOutput,
+    generation_budget,
+)
 from prmsearch.policies.sampling import choose_tokens, normalise_seed, row_keys, uniforms
 from prmsearch.policies.stopping import DelimiterWatch, cut_at, decode, find_step_end
 
@@ -69,7 +69,7 @@ class HFPolicyConfig:
 
     Attributes:
         model: Hub id or local folder of a causal LM.
-        prompt_format: a name from :data:`~prmsearch.policies.prompt_formats.PROMPT_FORMATS`
+        prompt_format: a name from :data:`~prmsearch.engines.prompt_formats.PROMPT_FORMATS`
             or ``"auto"``.
         device: ``None`` = CUDA when available else CPU.
         dtype: ``None`` = bfloat16 on CUDA, float32 on CPU; or ``"float32"``, ``"bf16"``, ...

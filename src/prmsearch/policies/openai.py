@@ -2,8 +2,8 @@
 
 Every request of a driver round goes out at once (async httpx, bounded concurrency); each HTTP
 call has a timeout and is retried with exponential backoff (see
-:mod:`~prmsearch.policies.openai_http`). A server that stays down, hangs, answers 5xx or
-malformed JSON makes ``generate`` raise :class:`~prmsearch.policies.openai_http.ServerError`
+:mod:`~prmsearch.engines.http`). A server that stays down, hangs, answers 5xx or
+malformed JSON makes ``generate`` raise :class:`~prmsearch.engines.http.ServerError`
 after the retries; the driver then turns it into a per-problem error and the run goes on.
 
 Prompts: with a local ``tokenizer`` the prompt is built by the same prompt-format code as the
@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmsearch.engines.http import RetryPolicy, auth_headers, post_all
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
-from prmsearch.policies.openai_http import RetryPolicy, auth_headers, post_all
 from prmsearch.policies.vllm_output import step_output
 
 SEED_MASK = (1 << 62) - 1
@@ -84,7 +84,7 @@ class OpenAIPolicyConfig:
         num_parameters: the model's parameter count for the FLOP estimate (0: unknown; read
             from a local tokenizer folder's safetensors when it holds the weights).
         timeout, max_retries, backoff, backoff_max, max_concurrency: see
-            :class:`~prmsearch.policies.openai_http.RetryPolicy`.
+            :class:`~prmsearch.engines.http.RetryPolicy`.
         extra_body: more JSON fields for every request (server-specific options).
     """
 
@@ -162,15 +162,15 @@ class OpenAIPolicy:
         tokenizer = kwargs.pop("tokenizer_object", None)
         cfg = OpenAIPolicyConfig(base_url=base_url.rstrip("/"), model=model, **kwargs)
         if tokenizer is None and cfg.tokenizer is not None:
-            from prmsearch.policies.loading import load_tokenizer
+            from prmsearch.engines.loading import load_tokenizer
 
             tokenizer = load_tokenizer(cfg.tokenizer)
-        from prmsearch.policies.prompt_formats import (
+        from prmsearch.engines.prompt_formats import (
             PromptBuilder,
             get_prompt_format,
             resolve_prompt_format,
         )
-        from prmsearch.policies.vllm_engine import model_folder, safetensors_parameters
+        from prmsearch.engines.vllm_engine import model_folder, safetensors_parameters
 
         folder = model_folder(cfg.tokenizer) if cfg.tokenizer else None
         if tokenizer is not None:

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.engines.http import RetryPolicy, auth_headers, post_all
+from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
-from prmsearch.policies.openai_http import RetryPolicy, auth_headers, post_all
-from prmsearch.policies.prompt_formats import resolve_prompt_format
 from prmsearch.policies.vllm_output import step_output
 
 SEED_MASK = (1 << 62) - 1
@@ -59,8 +59,8 @@ class SGLangPolicy:
     def __init__(self, model: str | Path, *, base_url: str | None = None, prompt_format: str = "auto",
                  num_parameters: int | None = None, api_key_env: str | None = None,
                  retry: RetryPolicy | Mapping[str, Any] | None = None, **engine: Any) -> None:
-        from prmsearch.policies.loading import load_tokenizer
-        from prmsearch.policies.vllm_engine import model_folder, read_config, safetensors_parameters
+        from prmsearch.engines.loading import load_tokenizer
+        from prmsearch.engines.vllm_engine import model_folder, read_config, safetensors_parameters
 
         self.model = str(model)
         folder = model_folder(self.model)

@@ -5,7 +5,7 @@ parent's prompt, and the next round's prompts extend this round's, so whole KV b
 reused across samples and rounds (``RequestOutput.num_cached_tokens`` says how many).
 
 Identical prompts to the transformers backend: the prompt text is built by the same
-:mod:`~prmsearch.policies.prompt_formats` code and tokenised by the same transformers
+:mod:`~prmsearch.engines.prompt_formats` code and tokenised by the same transformers
 tokenizer, and vLLM receives token ids (``TokensPrompt``), so both engines see the same tokens.
 
 Per request: ``SamplingParams(n, temperature, top_p, max_tokens, stop=[delimiter], seed,
@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
-from prmsearch.policies.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
-from prmsearch.policies.vllm_engine import (
+from prmsearch.engines.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
+from prmsearch.engines.vllm_engine import (
     VLLMEngineConfig,
     build_llm,
     engine_config,
@@ -47,6 +46,7 @@ from prmsearch.policies.vllm_engine import (
     safetensors_parameters,
     shutdown_llm,
 )
+from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
 from prmsearch.policies.vllm_output import is_blank_step, step_output
 
 SEED_MASK = (1 << 62) - 1  # vLLM adds the sample index to a request's seed; stay inside int64
@@ -85,7 +85,7 @@ class VLLMPolicy:
         model: local folder or Hub id of a causal LM.
         prompt_format: a prompt format name or ``"auto"`` (as for the transformers backend).
         tokenizer: a loaded transformers tokenizer (default: the model's own).
-        **engine: :class:`~prmsearch.policies.vllm_engine.VLLMEngineConfig` fields
+        **engine: :class:`~prmsearch.engines.vllm_engine.VLLMEngineConfig` fields
             (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
             ``block_size``, ``enable_prefix_caching``, ``extra``, ...).
     """
@@ -100,7 +100,7 @@ class VLLMPolicy:
                 "LLM arguments go in extra={...}"
             )
         if tokenizer is None:
-            from prmsearch.policies.loading import load_tokenizer
+            from prmsearch.engines.loading import load_tokenizer
 
             tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
         self.config = cfg

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from prmsearch.policies.loading import (
+from prmsearch.engines.loading import (
     count_parameters,
     load_tokenizer,
     quiet_loading,
     resolve_device,
     resolve_dtype,
 )
-from prmsearch.policies.prompt_formats import resolve_prompt_format
+from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
 

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from prmsearch.policies.prompt_formats import QWEN_MATH_SYSTEM
+from prmsearch.engines.prompt_formats import QWEN_MATH_SYSTEM
 
 
 class PRMInputError(ValueError):

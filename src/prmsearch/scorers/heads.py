@@ -115,7 +115,7 @@ def load_base_with_head(model: str | Path, head: nn.Module, head_prefix: str, *,
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    from prmsearch.policies.loading import quiet_loading
+    from prmsearch.engines.loading import quiet_loading
 
     with quiet_loading():  # the head keys are "unexpected" to AutoModel; they are loaded below
         base = AutoModel.from_pretrained(str(folder), **kwargs)

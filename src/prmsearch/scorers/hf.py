@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from prmsearch.policies.kv_cache import (
+from prmsearch.engines.kv_cache import (
     PrefixKVCache,
     SeqKV,
     check_plain_cache,
@@ -44,7 +44,7 @@ from prmsearch.policies.kv_cache import (
     prefix_digests,
     row_kv,
 )
-from prmsearch.policies.loading import (
+from prmsearch.engines.loading import (
     count_parameters,
     free_accelerator_memory,
     is_oom,

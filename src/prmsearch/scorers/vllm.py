@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.policies.vllm_engine import (
+from prmsearch.engines.vllm_engine import (
     build_llm,
     engine_config,
     max_model_len,
@@ -64,7 +64,7 @@ class VLLMPRMScorer:
         tokenizer: a loaded transformers tokenizer (default: the model's own).
         format_options: options of the family's input format (``separator``, ``system``...).
         score_cache_entries: bound on cached step scores (0 disables the cache).
-        **engine: :class:`~prmsearch.policies.vllm_engine.VLLMEngineConfig` fields; when the
+        **engine: :class:`~prmsearch.engines.vllm_engine.VLLMEngineConfig` fields; when the
             policy shares the GPU give both an explicit ``gpu_memory_utilization``.
     """
 
@@ -90,7 +90,7 @@ class VLLMPRMScorer:
                 "qwen-prm family needs a Qwen2.5-Math-PRM style checkpoint"
             )
         if tokenizer is None:
-            from prmsearch.policies.loading import load_tokenizer
+            from prmsearch.engines.loading import load_tokenizer
 
             tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
         self.config = cfg

@@ -25,19 +25,8 @@ from prmsearch.search.aggregation import Aggregation, path_score
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand
 from prmsearch.search.selection import Vote, tally
+from prmsearch.seeding import mix_seed
 from prmsearch.tree import ROOT, SearchTree
-
-_MASK64 = (1 << 64) - 1
-
-
-def mix_seed(*values: int) -> int:
-    """A 63-bit seed mixed from ints (splitmix64), stable across runs and platforms."""
-    state = 0x9E3779B97F4A7C15
-    for value in values:
-        state = (state ^ (value & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
-        state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
-        state ^= state >> 29
-    return state >> 1
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ higher total score, then the earliest node.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from prmsearch.search.aggregation import Aggregation, parse_enum, path_score, ranking_key
@@ -30,8 +31,91 @@ class Selection(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """One finished solution as final selection sees it, wherever it comes from (a tree node, a
+    stored benchmark row, a re-scored response).
+
+    Attributes:
+        group: the answer group; ``None`` when no answer was extracted.
+        score: the aggregated path score as a ranking key (``-inf`` when unscored).
+        order: the tie-break, lower first (a node id, or the position in a list).
+    """
+
+    group: Hashable | None
+    score: float
+    order: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTally:
+    """Votes of one answer group: how many candidates, their summed score, and the best one's
+    index in the candidate list."""
+
+    group: Hashable
+    count: int
+    weight: float
+    best: int
+
+
+def _beats(a: Candidate, b: Candidate) -> bool:
+    return a.score > b.score or (a.score == b.score and a.order < b.order)
+
+
+def best_index(candidates: Sequence[Candidate], indices: Sequence[int]) -> int:
+    """The index (of ``indices``) whose candidate has the highest score, lowest order on ties."""
+    best = indices[0]
+    for i in indices[1:]:
+        if _beats(candidates[i], candidates[best]):
+            best = i
+    return best
+
+
+def tally_candidates(candidates: Sequence[Candidate]) -> list[GroupTally]:
+    """Votes per answer group (unanswered candidates do not vote; a candidate listed twice votes
+    twice; unscored ones weigh nothing), most votes first, then largest weight, then best order."""
+    members: dict[Hashable, list[int]] = {}
+    for i, candidate in enumerate(candidates):
+        if candidate.group is not None:
+            members.setdefault(candidate.group, []).append(i)
+    tallies = []
+    for group, indices in members.items():
+        weight = 0.0
+        for i in indices:
+            score = candidates[i].score
+            weight += 0.0 if score == -math.inf else score
+        tallies.append(GroupTally(group, len(indices), weight, best_index(candidates, indices)))
+    tallies.sort(key=lambda v: (-v.count, -v.weight, candidates[v.best].order))
+    return tallies
+
+
+def choose(candidates: Sequence[Candidate], selection: Selection | str) -> int:
+    """THE final selection: the index of the candidate that ``selection`` picks.
+
+    ``argmax`` takes the best-scored answered candidate; ``majority`` the answer group with the most
+    votes (ties: larger summed score, then the best member's order); ``weighted`` the group with the
+    largest summed score (ties: more votes, then order); the pick within a group is its best-scored
+    member. Voting counts only answered candidates; when none has an answer every method falls back
+    to ``argmax`` over all of them, so a search always returns its best path. The tree search, the
+    best-of-N derivation of benchmark rows and offline re-aggregation all call this function.
+    """
+    if not candidates:
+        raise ValueError("choose() needs at least one candidate")
+    selection = Selection.parse(selection)
+    answered = [i for i, c in enumerate(candidates) if c.group is not None]
+    if selection is Selection.ARGMAX or not answered:
+        return best_index(candidates, answered or list(range(len(candidates))))
+    tallies = tally_candidates(candidates)
+    if selection is Selection.WEIGHTED:
+        tallies.sort(key=lambda v: (-v.weight, -v.count, candidates[v.best].order))
+    return tallies[0].best
+
+
+# -- the same selection over nodes of a search tree ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
 class Vote:
-    """The tally of one answer group among the candidates."""
+    """The tally of one answer group among a tree's candidate nodes."""
 
     answer: str
     count: int
@@ -39,39 +123,28 @@ class Vote:
     best_node: int
 
 
+def node_candidates(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[Candidate]:
+    """The nodes as selection candidates: answer group, aggregated score, node id as the order."""
+    return [
+        Candidate(
+            None if tree.answer_group[node] == NO_GROUP else int(tree.answer_group[node]),
+            ranking_key(path_score(tree, node, aggregation)),
+            int(node),
+        )
+        for node in nodes
+    ]
+
+
 def tally(tree: SearchTree, candidates: Sequence[int], aggregation: Aggregation) -> list[Vote]:
-    """Votes per answer group (a node listed twice votes twice), most votes first."""
-    counts: dict[int, int] = {}
-    weights: dict[int, float] = {}
-    best: dict[int, int] = {}
-    for node in candidates:
-        group = tree.answer_group[node]
-        if group == NO_GROUP:
-            continue
-        score = ranking_key(path_score(tree, node, aggregation))
-        weight = 0.0 if score == float("-inf") else score
-        counts[group] = counts.get(group, 0) + 1
-        weights[group] = weights.get(group, 0.0) + weight
-        if group not in best or _better(tree, node, best[group], aggregation):
-            best[group] = node
-    votes = [Vote(tree.answer_groups[g], counts[g], weights[g], best[g]) for g in counts]
-    votes.sort(key=lambda v: (-v.count, -v.weight, v.best_node))
-    return votes
-
-
-def _better(tree: SearchTree, a: int, b: int, aggregation: Aggregation) -> bool:
-    sa = ranking_key(path_score(tree, a, aggregation))
-    sb = ranking_key(path_score(tree, b, aggregation))
-    return sa > sb or (sa == sb and a < b)
+    """Votes per answer group among ``candidates`` nodes, most votes first."""
+    tallies = tally_candidates(node_candidates(tree, candidates, aggregation))
+    return [Vote(tree.answer_groups[t.group], t.count, t.weight, candidates[t.best]) for t in tallies]
 
 
 def best_by_score(tree: SearchTree, candidates: Sequence[int], aggregation: Aggregation) -> int:
-    """The candidate with the highest aggregated score (earliest node on ties)."""
-    best = candidates[0]
-    for node in candidates[1:]:
-        if _better(tree, node, best, aggregation):
-            best = node
-    return best
+    """The candidate node with the highest aggregated score (earliest node on ties)."""
+    cands = node_candidates(tree, candidates, aggregation)
+    return candidates[best_index(cands, list(range(len(cands))))]
 
 
 def select(
@@ -80,19 +153,7 @@ def select(
     selection: Selection,
     aggregation: Aggregation,
 ) -> int:
-    """Pick the final node among ``candidates`` (which must not be empty).
-
-    Voting methods count only candidates with an extracted answer; when none has one, they fall
-    back to ``argmax`` so that a search always returns its best path.
-    """
+    """Pick the final node among ``candidates`` (which must not be empty) with :func:`choose`."""
     if not candidates:
         raise ValueError("select() needs at least one candidate node")
-    if selection is Selection.ARGMAX:
-        answered = [c for c in candidates if tree.answer_group[c] != NO_GROUP]
-        return best_by_score(tree, answered or list(candidates), aggregation)
-    votes = tally(tree, candidates, aggregation)
-    if not votes:
-        return best_by_score(tree, list(candidates), aggregation)
-    if selection is Selection.WEIGHTED:
-        votes.sort(key=lambda v: (-v.weight, -v.count, v.best_node))
-    return votes[0].best_node
+    return candidates[choose(node_candidates(tree, candidates, aggregation), selection)]

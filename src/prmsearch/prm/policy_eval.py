@@ -6,7 +6,7 @@ checkpoint, so it must not depend on code that is still being written. It uses p
 model writes the steps separated by "\\n\\n" and stops at ``<|im_end|>``), then splits the text on
 the delimiter and grades it with the exact checker. Torch runs on one thread.
 
-CLI: ``python -m prmsearch.arith.evaluate FOLDER --split validation --k 16 --temperature 1.0``.
+CLI: ``python -m prmsearch.prm.policy_eval FOLDER --split validation --k 16 --temperature 1.0``.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def evaluate_policy(folder: str | Path, cfg: EvalConfig) -> EvalReport:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print one JSON line of `EvalReport` per folder."""
-    parser = argparse.ArgumentParser(prog="python -m prmsearch.arith.evaluate")
+    parser = argparse.ArgumentParser(prog="python -m prmsearch.prm.policy_eval")
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--split", default=EvalConfig.split)
     parser.add_argument("--n", type=int, default=None, help="first N problems of the split")

@@ -25,17 +25,17 @@ import numpy as np
 from prmsearch.arith.checker import check_solution
 from prmsearch.arith.models import default_policy_path
 from prmsearch.arith.oracle import CheckerScorer
-from prmsearch.arith.prm_data import (
+from prmsearch.arith.problems import load_split
+from prmsearch.prm.evaluate import first_error_report, score_solutions, search_accuracy
+from prmsearch.prm.labels import (
     LabelledSolution,
     LabelSource,
     RolloutConfig,
     corrupted_gold,
     label_solutions,
 )
-from prmsearch.arith.prm_eval import first_error_report, score_solutions, search_accuracy
-from prmsearch.arith.prm_train import PRMTrainConfig, train_prm
-from prmsearch.arith.problems import load_split
-from prmsearch.arith.train import TrainConfig, smoke_config, train_command, train_policy
+from prmsearch.prm.policy_train import TrainConfig, smoke_config, train_command, train_policy
+from prmsearch.prm.train import PRMTrainConfig, train_prm
 
 SOURCES = (LabelSource.CHECKER, LabelSource.MC, LabelSource.CONSENSUS)
 

@@ -4,12 +4,12 @@ Each measure reuses the module that owns it; this module only runs them, holds t
 against the targets and lays out one row per figure:
 
 * ``overhead``: driver microseconds per expanded node with instant backends
-  (:mod:`prmsearch.benchmarks.overhead`); target at most 20.
+  (:mod:`prmsearch.perf.overhead`); target at most 20.
 * ``batching``: beam search over arithmetic problems batched by the driver vs one problem at a
-  time, same seeds, on the embedded models (:mod:`prmsearch.benchmarks.batching`); target 4x.
+  time, same seeds, on the embedded models (:mod:`prmsearch.perf.batching`); target 4x.
 * ``prefix-reuse``: policy prompt tokens computed vs the naive loop (n x prompt per request),
   from the arithmetic run and from the random-weight depth-10 search of
-  :mod:`prmsearch.benchmarks.backends` (arithmetic paths can be shallower); target 10x at
+  :mod:`prmsearch.perf.backend_bench` (arithmetic paths can be shallower); target 10x at
   depth >= 8.
 * ``incremental-prm``: PRM tokens computed vs re-scoring every full path, from the same two
   runs; target 5x at depth >= 8.
@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.benchmarks.backends import BackendBenchConfig, BackendFigures, Log, quiet_log
-from prmsearch.benchmarks.batching import ArithEngineConfig, EngineFigures
 from prmsearch.benchmarks.equal_compute import EqualCompute, equal_compute, strategy_curves
-from prmsearch.benchmarks.overhead import OverheadFigures
+from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures, Log, quiet_log
+from prmsearch.perf.batching import ArithEngineConfig, EngineFigures
+from prmsearch.perf.overhead import OverheadFigures
 
 __all__ = [
     "MEASURES",
@@ -327,7 +327,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
     rows: list[PerfRow] = []
     figures: dict[str, Any] = {}
     if cfg.wants("overhead"):
-        from prmsearch.benchmarks.overhead import run_overhead_suite
+        from prmsearch.perf.overhead import run_overhead_suite
 
         log(f"overhead: 4 configurations x {cfg.overhead_problems} problems, instant backends")
         suite = run_overhead_suite(cfg.overhead_problems)
@@ -336,7 +336,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
     engine_measures = ("batching", "prefix-reuse", "incremental-prm")
     arith: list[PerfRow] = []
     if cfg.runs("arith", engine_measures):
-        from prmsearch.benchmarks.batching import run_arith_engine
+        from prmsearch.perf.batching import run_arith_engine
 
         a = cfg.arith
         log(f"arith: beam N={a.n} width {a.width} over {a.problems} problems, batched then one at a time")
@@ -345,7 +345,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
         arith = arith_rows(engine, a)
     deep: list[PerfRow] = []
     if cfg.runs("backends", ("prefix-reuse", "incremental-prm")):
-        from prmsearch.benchmarks.backends import run_backend_bench
+        from prmsearch.perf.backend_bench import run_backend_bench
 
         log(f"backends: random-weight Qwen2 beam search to depth {cfg.backends.max_depth}")
         backend = run_backend_bench(cfg.backends, log)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.benchmarks.batching import CountingPolicy
+from prmsearch.perf.batching import CountingPolicy
 from prmsearch.policies.base import Policy, SamplingParams
 from prmsearch.scorers.base import ScoreRequest
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.benchmarks.sweep import SweepConfig
+from prmsearch.benchmarks.sweep_config import SweepConfig
 
 POLICY_BACKENDS = ("hf", "vllm", "openai", "sglang", "arith")
 PRM_BACKENDS = ("hf", "vllm")
@@ -56,7 +56,7 @@ def _known_args(kind: str, backend: str) -> set[str] | None:
     """Keyword arguments a backend accepts (None: not checked here, e.g. transformers, which
     would import torch; its own config validates them when it is built)."""
     if backend == "vllm":
-        from prmsearch.policies.vllm_engine import VLLMEngineConfig
+        from prmsearch.engines.vllm_engine import VLLMEngineConfig
 
         engine = set(VLLMEngineConfig.__dataclass_fields__) - {"model"}
         extra = {"prompt_format", "tokenizer"} if kind == "policy" else \
@@ -156,7 +156,7 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
         if backend == "openai" and "base_url" not in args:
             raise RecipeError(f"{source}: the openai policy needs policy.args.base_url")
         if "prompt_format" in args:
-            from prmsearch.policies.prompt_formats import get_prompt_format
+            from prmsearch.engines.prompt_formats import get_prompt_format
 
             if args["prompt_format"] != "auto":
                 try:

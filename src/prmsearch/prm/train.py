@@ -25,10 +25,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from prmsearch.arith.prm_data import LabelledSolution, LabelSource
-from prmsearch.arith.prm_dense import dense_targets, first_wrong_offset, local_targets
 from prmsearch.arith.problems import ArithProblem
 from prmsearch.arith.tokenizer import PLAIN_CHAT_TEMPLATE
+from prmsearch.prm.dense_targets import dense_targets, first_wrong_offset, local_targets
+from prmsearch.prm.labels import LabelledSolution, LabelSource
 from prmsearch.scorers.formats import QwenPRMFormat
 from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
 
@@ -192,7 +192,7 @@ def init_from_policy(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prmsearch.policies.loading import quiet_loading
+    from prmsearch.engines.loading import quiet_loading
 
     with quiet_loading():
         policy = AutoModelForCausalLM.from_pretrained(str(policy_dir), dtype=torch.float32)

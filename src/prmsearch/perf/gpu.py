@@ -12,7 +12,7 @@ Issue 7, item 6: on one GPU, with models of the architecture and size of Qwen2.5
   KV bytes per token)``. Decode time is isolated by running the same requests with two token
   limits and dividing the extra tokens by the extra time (prefill and set-up cancel out).
 
-Inputs are synthetic: the byte-level tokenizer of :mod:`prmsearch.benchmarks.backends` (261 ids,
+Inputs are synthetic: the byte-level tokenizer of :mod:`prmsearch.perf.backend_bench` (261 ids,
 all below the models' vocabulary) turns random lexicon text into token ids, one per character,
 so prompt and step lengths are exact. The backends tokenise and format exactly as in a search
 (the PRM's chat layout with ``<extra_0>`` separators, the policy's plain prompt). The policy
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.benchmarks.backends import (
+from prmsearch.perf.backend_bench import (
     Log,
     ModelShape,
     TextMaker,
@@ -347,7 +347,7 @@ def prm_requests(cfg: GpuBenchConfig, rng: np.random.Generator) -> list[ScoreReq
 
 def measure_prm(cfg: GpuBenchConfig, tok: Any, device: Any, dtype: Any, log: Log) -> list[Measurement]:
     """Build the PRM, warm it up, and measure scoring at every budget."""
-    from prmsearch.policies.loading import count_parameters
+    from prmsearch.engines.loading import count_parameters
     from prmsearch.scorers.hf import HFPRMScorer
 
     clock = _Clock(device)
@@ -404,8 +404,8 @@ def _build(builder: Callable[..., Any], shape: ModelShape, tok: Any, seed: int, 
 # --------------------------------------------------------------------------- the policy
 def measure_decode(cfg: GpuBenchConfig, tok: Any, device: Any, dtype: Any, log: Log) -> list[Measurement]:
     """Build the policy, warm it up, and measure decode at every batch size."""
+    from prmsearch.engines.loading import count_parameters
     from prmsearch.policies.hf import HFPolicy
-    from prmsearch.policies.loading import count_parameters
 
     clock = _Clock(device)
     log(f"building the policy ({cfg.policy.layers} layers, hidden {cfg.policy.hidden}) on {device}")
@@ -493,7 +493,7 @@ def assumptions(cfg: GpuBenchConfig) -> list[str]:
 
 def run_gpu_bench(cfg: GpuBenchConfig, log: Log = quiet_log) -> GpuReport:
     """Measure PRM scoring at each budget, then policy decode at each batch size."""
-    from prmsearch.policies.loading import resolve_device, resolve_dtype
+    from prmsearch.engines.loading import resolve_device, resolve_dtype
 
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
