@@ -7,7 +7,6 @@ backends load their engines when they are made.
 
 from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer
 from prmsearch.api import Searcher, resolve_policy, resolve_scorer, solve
-from prmsearch.backends import register_builtin_backends
 from prmsearch.policies.base import (
     Finish,
     Generation,
@@ -34,8 +33,6 @@ from prmsearch.search.protocol import (
 from prmsearch.search.selection import Selection
 from prmsearch.seeding import mix_seed, problem_seed
 from prmsearch.tree import NO_PARENT, ROOT, SearchTree
-
-register_builtin_backends()
 
 __version__ = "0.1.0"
 

@@ -300,8 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _benchmark_commands(sub) -> None:
     from prmsearch.benchmarks.commands import register_commands
+    from prmsearch.perf.command import register_perf_command
 
     register_commands(sub)
+    register_perf_command(sub)
 
 
 _EXTRA_COMMANDS: list = [_benchmark_commands]

@@ -214,6 +214,6 @@ def test_config_validation(qwen_prm_dir):
 def test_factories_and_num_parameters(qwen_prm_dir):
     from prmsearch.scorers import hf
 
-    s = hf.qwen_prm(qwen_prm_dir, device="cpu")
+    s = hf.HFPRMScorer(qwen_prm_dir, "qwen-prm", device="cpu")
     assert s.config.family == "qwen-prm"
     assert s.num_parameters == sum(p.numel() for p in s.model.parameters())

@@ -119,9 +119,9 @@ def hf_policy(policy_dir):
 
 @pytest.fixture(scope="session")
 def hf_prm(prm_dir):
-    from prmsearch.scorers.hf import qwen_prm
+    from prmsearch.scorers.hf import HFPRMScorer
 
-    return qwen_prm(str(prm_dir), device="cpu", dtype="float32")
+    return HFPRMScorer(prm_dir, "qwen-prm", device="cpu", dtype="float32")
 
 
 @pytest.fixture

@@ -126,5 +126,5 @@ def test_registered_by_name():
     from prmsearch.scorers.base import SCORERS
 
     if "vllm" not in POLICIES:
-        pytest.skip("the lead registers 'vllm' in prmsearch.backends")
+        pytest.skip("'vllm' is registered in prmsearch.policies")
     assert "vllm-qwen-prm" in SCORERS

@@ -37,10 +37,10 @@ def arith_policy(**kwargs: Any):
 
 def arith_prm(**kwargs: Any):
     """The shipped PRM through the ``qwen-prm`` transformers scorer."""
-    from prmsearch.scorers.hf import qwen_prm
+    from prmsearch.scorers.hf import HFPRMScorer
 
     kwargs.setdefault("device", "cpu")
-    return qwen_prm(model=str(default_prm_path()), **kwargs)
+    return HFPRMScorer(default_prm_path(), "qwen-prm", **kwargs)
 
 
 def domain_note(question: str) -> str | None:

@@ -1,10 +1,10 @@
-"""The ``prmsearch aggregate``, ``prmsearch eval-prm`` and ``prmsearch perf`` subcommands.
+"""The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands (``perf`` lives in
+:mod:`prmsearch.perf.command`).
 
 ``register_commands(subparsers)`` adds them to the CLI's argparse subparsers. Each command maps
 its flags onto the frozen config of its module
 (:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
-:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`,
-:class:`~prmsearch.perf.suite.PerfConfig`) and returns an exit code: 0 when it ran, 2 on
+:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`) and returns an exit code: 0 when it ran, 2 on
 bad input (the reason on stderr).
 """
 
@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "cmd_perf", "register_commands"]
+__all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "csv_of", "fail", "input_errors",
+           "register_commands"]
 
 
 def _load_champ() -> list[dict[str, Any]]:
@@ -35,7 +36,8 @@ def _unescape(text: str) -> str:
     return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
 
 
-def _csv(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
+def csv_of(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
+    """An argparse type for a comma-separated list of ``kind`` values."""
     def parse(text: str) -> tuple:
         try:
             return tuple(kind(x.strip()) for x in text.split(",") if x.strip())
@@ -45,12 +47,14 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], tuple]:
     return parse
 
 
-def _fail(command: str, exc: BaseException) -> int:
+def fail(command: str, exc: BaseException) -> int:
+    """Print a command's input error the way every subcommand does; the exit status 2."""
     print(f"prmsearch {command}: error: {exc}", file=sys.stderr)
     return 2
 
 
-def _input_errors() -> tuple[type[BaseException], ...]:
+def input_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a subcommand reports as bad input (not as a crash)."""
     from prmsearch.benchmarks.champ import ChampUnavailableError
 
     return (ValueError, KeyError, FileNotFoundError, ChampUnavailableError)
@@ -88,8 +92,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         needs_prm = any(row.scores is None for row in rows)
         scorer = resolve_scorer(args.prm, args.prm_family) if needs_prm and args.prm else None
         report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors)
-    except _input_errors() as exc:
-        return _fail("aggregate", exc)
+    except input_errors() as exc:
+        return fail("aggregate", exc)
     report["input"] = str(args.input)
     if args.write_scores:
         rows_to_jsonl(scored, args.write_scores)
@@ -112,10 +116,10 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--subsamples", type=int, default=16, help="random subsets per question and N")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--ns", type=_csv(int), default=None, help="sizes N, e.g. 1,4,16 (default: powers of 2)"
+        "--ns", type=csv_of(int), default=None, help="sizes N, e.g. 1,4,16 (default: powers of 2)"
     )
-    parser.add_argument("--selections", type=_csv(str), default=("argmax", "majority", "weighted"))
-    parser.add_argument("--aggregations", type=_csv(str), default=("min", "last", "prod", "mean"))
+    parser.add_argument("--selections", type=csv_of(str), default=("argmax", "majority", "weighted"))
+    parser.add_argument("--aggregations", type=csv_of(str), default=("min", "last", "prod", "mean"))
     parser.add_argument("--prm", default=None, help="scorer name or PRM model path, for rows without scores")
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
     parser.add_argument(
@@ -177,8 +181,8 @@ def cmd_eval_prm(args: argparse.Namespace) -> int:
             rows = rows[: args.limit]
         scorer = resolve_scorer(args.prm, args.prm_family)
         report, scores = run_eval_prm(scorer, rows, config, errors)
-    except _input_errors() as exc:
-        return _fail("eval-prm", exc)
+    except input_errors() as exc:
+        return fail("eval-prm", exc)
     report["dataset"] = args.dataset or [str(p) for p in args.inputs]
     if args.save_scores:
         with Path(args.save_scores).open("w", encoding="utf-8") as handle:
@@ -220,79 +224,7 @@ def _add_eval_prm(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=cmd_eval_prm)
 
 
-# ---------------------------------------------------------------------------------------------
-# perf
-# ---------------------------------------------------------------------------------------------
-
-
-def cmd_perf(args: argparse.Namespace) -> int:
-    """Run the performance measures and print one table (issue 7)."""
-    import dataclasses
-    import time
-
-    from prmsearch.perf.suite import PerfConfig, run_perf
-
-    start = time.perf_counter()
-
-    def log(message: str) -> None:
-        print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-    try:
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f"--threads must be >= 1, got {args.threads}")
-            import torch
-
-            torch.set_num_threads(args.threads)
-        config = PerfConfig.quick() if args.quick else PerfConfig()
-        changes: dict[str, Any] = {"results": args.results, "gpu_json": args.gpu_json,
-                                   "skip": frozenset(args.skip)}
-        if args.overhead_problems is not None:
-            changes["overhead_problems"] = args.overhead_problems
-        if args.problems is not None:
-            changes["arith"] = dataclasses.replace(config.arith, problems=args.problems)
-        config = dataclasses.replace(config, **changes)
-        report = run_perf(config, log)
-    except _input_errors() as exc:
-        return _fail("perf", exc)
-    print(report.table(), end="")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-        log(f"wrote {args.json}")
-    return 0
-
-
-def _add_perf(sub: argparse._SubParsersAction) -> None:
-    from prmsearch.perf.suite import MEASURES, SOURCES
-
-    parser = sub.add_parser(
-        "perf",
-        help="the performance measures (overhead, batching, reuse, equal compute, GPU) in one table",
-        description=(
-            "Runs the driver-overhead suite, the embedded-model engine run (batched vs one at a "
-            "time, prefix reuse, incremental PRM scoring), the random-weight depth-10 search, reads "
-            "accuracy at equal compute from a bench results folder and GPU figures from "
-            "scripts/gpu_bench.py's JSON, and prints one row per figure with its target."
-        ),
-    )
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests; well under a minute)")
-    parser.add_argument("--problems", type=int, default=None,
-                        help="arithmetic problems of the engine run (default 64; --quick 4)")
-    parser.add_argument("--overhead-problems", type=int, default=None,
-                        help="problems per overhead configuration (default 1000; --quick 20)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--results", type=Path, default=None, metavar="FOLDER",
-                        help="a `prmsearch bench` results folder (or summary.json) for equal compute")
-    parser.add_argument("--gpu-json", type=Path, default=None, metavar="FILE",
-                        help="the JSON written by scripts/gpu_bench.py --out")
-    parser.add_argument("--skip", type=_csv(str), default=(),
-                        help=f"comma-separated measures to leave out: {', '.join((*MEASURES, *SOURCES))}")
-    parser.add_argument("--json", default=None, metavar="FILE", help="write every figure to this JSON file")
-    parser.set_defaults(func=cmd_perf)
-
-
 def register_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``aggregate``, ``eval-prm`` and ``perf`` to the ``prmsearch`` CLI's subparsers."""
+    """Add ``aggregate`` and ``eval-prm`` to the ``prmsearch`` CLI's subparsers."""
     _add_aggregate(subparsers)
     _add_eval_prm(subparsers)
-    _add_perf(subparsers)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from prmsearch.benchmarks.grading import gsm8k_gold
+from prmsearch.registry import Registry
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -138,30 +139,24 @@ class DatasetSpec:
                 )
 
 
-_REGISTRY: dict[str, DatasetSpec] = {}
+DATASETS: Registry[DatasetSpec] = Registry(
+    "dataset", listing="", hint="For any other JSONL file use 'jsonl' with path=... (and the field names)."
+)
 
 
 def register_dataset(spec: DatasetSpec, *, overwrite: bool = False) -> None:
     """Make ``spec`` loadable as ``load_dataset(spec.name)``."""
-    if spec.name in _REGISTRY and not overwrite:
-        raise ValueError(f"dataset {spec.name!r} is already registered; pass overwrite=True to replace it")
-    _REGISTRY[spec.name] = spec
+    DATASETS.register(spec.name, spec, spec.description, replace=overwrite)
 
 
 def dataset_names() -> list[str]:
     """The registered dataset names, sorted."""
-    return sorted(_REGISTRY)
+    return DATASETS.names()
 
 
 def dataset_spec(name: str) -> DatasetSpec:
     """The spec registered as ``name``; an unknown name gets an error listing the known ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown dataset {name!r}; known: {', '.join(dataset_names())}. "
-            "Use 'jsonl' with path=... for any other JSONL file, or register_dataset(DatasetSpec(...))."
-        ) from None
+    return DATASETS.get(name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prmsearch.benchmarks.results import ResultRow
 from prmsearch.policies.base import Policy
 from prmsearch.scorers.base import Scorer
 
@@ -94,7 +95,8 @@ class SweepWorker:
         self._searcher = None
 
     def run(self, strategy: str, budget: int, seed: int, problems: Sequence[Any]) -> list[dict[str, Any]]:
-        """The rows of one chunk, in the order its problems finished."""
+        """The rows of one chunk as JSON objects (plain data across the process boundary), in the
+        order its problems finished."""
         from prmsearch.benchmarks.sweep import chunk_rows, clear_backend_caches, make_searcher
 
         cell = (strategy, budget, seed)
@@ -102,9 +104,9 @@ class SweepWorker:
             clear_backend_caches(self.policy, self.scorer)
             self._searcher = make_searcher(self.config, self.policy, self.scorer, *cell, self.matcher)
             self._cell = cell
-        rows: list[dict[str, Any]] = []
+        rows: list[ResultRow] = []
         chunk_rows(self._searcher, list(problems), strategy, budget, seed, self.grade, rows.append)
-        return rows
+        return [row.to_dict() for row in rows]
 
     def ready(self) -> bool:
         """True once the backends are loaded (the driver waits on it to report load errors)."""
@@ -132,7 +134,7 @@ class RayRunner:
         self,
         config,
         tasks: Sequence[ChunkTask],
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ResultRow], None],
         *,
         grade=None,
         matcher=None,
@@ -191,6 +193,6 @@ class RayRunner:
             (done,), _ = ray.wait(list(owner), num_returns=1)
             actor = owner.pop(done)
             for row in ray.get(done):
-                emit(row)
+                emit(ResultRow.from_dict(row))
             if queue:
                 submit(actor)

@@ -106,10 +106,7 @@ class Recipe:
 
     def build_policy(self):
         """Load the policy (this is where models are loaded)."""
-        from prmsearch.backends import register_builtin_backends
-        from prmsearch.policies.base import make_policy
-
-        register_builtin_backends()
+        from prmsearch.policies import make_policy
         args = dict(self.policy.args)
         if self.policy.backend == "arith":
             return make_policy("arith", **args)
@@ -117,10 +114,7 @@ class Recipe:
 
     def build_scorer(self):
         """Load the PRM scorer."""
-        from prmsearch.backends import register_builtin_backends
-        from prmsearch.scorers.base import make_scorer
-
-        register_builtin_backends()
+        from prmsearch.scorers import make_scorer
         return make_scorer(self.prm.scorer_name(), model=self.prm.model, **dict(self.prm.args))
 
     def build_backends(self):

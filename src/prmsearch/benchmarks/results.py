@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -28,9 +28,107 @@ class ResultsFolderError(RuntimeError):
     """The output folder cannot be used as asked (existing results, another configuration)."""
 
 
-def row_key(row: dict[str, Any]) -> RowKey:
+def row_key(row: ResultRow | Mapping[str, Any]) -> RowKey:
     """The identity of a result row: (question id, strategy, budget, seed)."""
+    if isinstance(row, ResultRow):
+        return row.key
     return (str(row["qid"]), str(row["strategy"]), int(row["budget"]), int(row["seed"]))
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One line of ``results.jsonl``: one problem searched by one (strategy, budget, seed) cell.
+
+    Built in one place per origin (:func:`prmsearch.benchmarks.sweep.result_row` for a search,
+    :func:`~prmsearch.benchmarks.sweep.error_row` for a problem that could not be searched,
+    :func:`prmsearch.benchmarks.subsample.subsampled_rows` for a row derived from a larger run) and
+    written by :meth:`to_dict`, so every row has the same fields in the same order.
+
+    Attributes:
+        qid, strategy, budget, seed: the row's identity (:attr:`key`).
+        answer: the extracted final answer (None: none, or the search failed).
+        gold: the dataset's answer; correct: the grader's verdict on ``answer``.
+        score: the chosen path's aggregated score (None: unscored or failed).
+        steps, step_scores: the chosen path (empty for derived rows, which keep only candidates).
+        ledger: the compute ledger as a dict (None when the search failed before charging).
+        error: why the search failed (None when it ran).
+        candidates: the strategy's final candidates (``answer``, ``group``, ``score``) for offline
+            re-selection; None on rows that never had any (error rows).
+        subsampled_from: for a derived row, the budget of the run it was derived from.
+        derived_from: for a row derived from a sibling strategy's run, that strategy.
+    """
+
+    qid: str
+    strategy: str
+    budget: int
+    seed: int
+    answer: str | None
+    gold: str
+    correct: bool
+    score: float | None
+    steps: tuple[str, ...] = ()
+    step_scores: tuple[float, ...] = ()
+    ledger: Mapping[str, Any] | None = None
+    error: str | None = None
+    candidates: tuple[Mapping[str, Any], ...] | None = None
+    subsampled_from: int | None = None
+    derived_from: str | None = None
+
+    @property
+    def key(self) -> RowKey:
+        return (str(self.qid), str(self.strategy), int(self.budget), int(self.seed))
+
+    @property
+    def subsampled(self) -> bool:
+        """Whether this row was derived from a run at a larger budget (marked * in summaries)."""
+        return self.subsampled_from is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to ``results.jsonl`` (optional fields only when set)."""
+        data: dict[str, Any] = {
+            "qid": self.qid,
+            "strategy": self.strategy,
+            "budget": self.budget,
+            "seed": self.seed,
+            "answer": self.answer,
+            "gold": self.gold,
+            "correct": self.correct,
+            "score": self.score,
+            "steps": list(self.steps),
+            "step_scores": list(self.step_scores),
+            "ledger": None if self.ledger is None else dict(self.ledger),
+            "error": self.error,
+        }
+        if self.candidates is not None:
+            data["candidates"] = [dict(c) for c in self.candidates]
+        if self.subsampled_from is not None:
+            data["subsampled"] = True
+            data["subsampled_from"] = self.subsampled_from
+        if self.derived_from is not None:
+            data["derived_from"] = self.derived_from
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResultRow:
+        """A row read back from ``results.jsonl``."""
+        candidates = data.get("candidates")
+        return cls(
+            qid=str(data["qid"]),
+            strategy=str(data["strategy"]),
+            budget=int(data["budget"]),
+            seed=int(data["seed"]),
+            answer=data.get("answer"),
+            gold=str(data["gold"]),
+            correct=bool(data["correct"]),
+            score=data.get("score"),
+            steps=tuple(data.get("steps") or ()),
+            step_scores=tuple(data.get("step_scores") or ()),
+            ledger=data.get("ledger"),
+            error=data.get("error"),
+            candidates=None if candidates is None else tuple(candidates),
+            subsampled_from=data.get("subsampled_from"),
+            derived_from=data.get("derived_from"),
+        )
 
 
 def package_versions() -> dict[str, str]:
@@ -113,9 +211,14 @@ class ResultsFolder:
                     break
                 yield json.loads(line)
 
-    def append(self, row: dict[str, Any]) -> None:
+    def result_rows(self) -> Iterator[ResultRow]:
+        """Every complete row, typed."""
+        for row in self.rows():
+            yield ResultRow.from_dict(row)
+
+    def append(self, row: ResultRow) -> None:
         """Append one row and force it to disk."""
-        line = json.dumps(row, allow_nan=False) + "\n"
+        line = json.dumps(row.to_dict(), allow_nan=False) + "\n"
         with self.results_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

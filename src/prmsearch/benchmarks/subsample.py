@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
+from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.benchmarks.sweep_config import SUBSAMPLABLE, SweepConfig, family_sources
 from prmsearch.search.protocol import strategy_spec
 from prmsearch.search.selection import Candidate, Selection, choose
@@ -105,24 +106,24 @@ def scaled_ledger(ledger: Mapping[str, Any] | None, fraction: float) -> dict[str
     return out
 
 
-def _draw(row: Mapping[str, Any], budget: int, seed: int | None) -> list[int]:
+def _draw(row: ResultRow, budget: int, seed: int | None) -> list[int]:
     """Which candidates a row keeps at a smaller ``budget`` (in their order, so ties break alike)."""
     if seed is None:
         return list(range(budget))
-    qid = zlib.crc32(str(row["qid"]).encode("utf-8"))
-    rng = np.random.default_rng(mix_seed(seed, int(row["seed"]), budget, qid))
-    return sorted(int(i) for i in rng.choice(len(row["candidates"]), size=budget, replace=False))
+    qid = zlib.crc32(str(row.qid).encode("utf-8"))
+    rng = np.random.default_rng(mix_seed(seed, int(row.seed), budget, qid))
+    return sorted(int(i) for i in rng.choice(len(row.candidates or ()), size=budget, replace=False))
 
 
-def subsampled_rows(
-    rows: Iterable[Mapping[str, Any]],
+def derive_rows(
+    rows: Iterable[ResultRow],
     budgets: Sequence[int],
     seed: int | None = None,
     *,
     grade: Grade | None = None,
     selections: Mapping[str, Selection | str] | None = None,
     as_strategy: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ResultRow]:
     """Rows at each smaller budget in ``budgets``, derived from the best-of-N-family ``rows``.
 
     Each input row at budget N gives one row per budget N' < N (budgets > N are skipped), with
@@ -150,43 +151,54 @@ def subsampled_rows(
     wanted = sorted({int(b) for b in budgets})
     if not wanted or wanted[0] < 1:
         raise ValueError(f"budgets must be ints >= 1, got {list(budgets)}")
-    out: list[dict[str, Any]] = []
+    out: list[ResultRow] = []
     if as_strategy is not None and as_strategy not in SUBSAMPLABLE:
         raise ValueError(f"as_strategy must be one of {', '.join(SUBSAMPLABLE)}, got {as_strategy!r}")
     for row in rows:
-        if row["strategy"] not in SUBSAMPLABLE:
+        if row.strategy not in SUBSAMPLABLE:
             continue
-        strategy = as_strategy or row["strategy"]
-        sibling = strategy != row["strategy"]
-        full = int(row["budget"])
+        strategy = as_strategy or row.strategy
+        sibling = strategy != row.strategy
+        full = int(row.budget)
         selection = Selection.parse((selections or {}).get(strategy) or default_selection(strategy))
-        candidates = row.get("candidates")
-        if not row.get("error") and not candidates:
-            raise ValueError(
-                f"row {row_key(row)} has no candidates to subsample (written before rows kept them?)"
-            )
+        candidates = row.candidates
+        if not row.error and not candidates:
+            raise ValueError(f"row {row.key} has no candidates to subsample (written before rows kept them?)")
         for budget in (b for b in wanted if b < full or (sibling and b == full)):
-            derived = {**row, "budget": budget, "subsampled": True, "subsampled_from": full}
-            if sibling:
-                derived.update(strategy=strategy, derived_from=row["strategy"])
-            derived["steps"], derived["step_scores"] = [], []
-            derived["ledger"] = scaled_ledger(row.get("ledger"), budget / full)
-            if row.get("error"):
-                derived.update(answer=None, correct=False, score=None, candidates=[])
-                out.append(derived)
+            derived = replace(
+                row,
+                budget=budget,
+                subsampled_from=full,
+                steps=(),
+                step_scores=(),
+                ledger=scaled_ledger(row.ledger, budget / full),
+                **({"strategy": strategy, "derived_from": row.strategy} if sibling else {}),
+            )
+            if row.error:
+                out.append(replace(derived, answer=None, correct=False, score=None, candidates=()))
                 continue
             if len(candidates) != full:
-                raise ValueError(f"row {row_key(row)} has {len(candidates)} candidates, expected {full}")
-            kept = [candidates[i] for i in _draw(row, budget, seed)]
+                raise ValueError(f"row {row.key} has {len(candidates)} candidates, expected {full}")
+            kept = tuple(candidates[i] for i in _draw(row, budget, seed))
             chosen = kept[select_candidate(kept, selection)]
-            derived.update(
-                answer=chosen["answer"],
-                correct=is_correct(chosen["answer"], str(row["gold"])),
-                score=chosen["score"],
-                candidates=kept,
+            out.append(
+                replace(
+                    derived,
+                    answer=chosen["answer"],
+                    correct=is_correct(chosen["answer"], str(row.gold)),
+                    score=chosen["score"],
+                    candidates=kept,
+                )
             )
-            out.append(derived)
     return out
+
+
+def subsampled_rows(
+    rows: Iterable[Mapping[str, Any]], budgets: Sequence[int], seed: int | None = None, **options: Any
+) -> list[dict[str, Any]]:
+    """:func:`derive_rows` on rows as read from ``results.jsonl`` (JSON objects in and out)."""
+    derived = derive_rows([ResultRow.from_dict(r) for r in rows], budgets, seed, **options)
+    return [row.to_dict() for row in derived]
 
 
 def append_subsampled(
@@ -203,10 +215,8 @@ def append_subsampled(
     runners = set(sources.values())
     rows = [
         row
-        for row in folder.rows()
-        if row["strategy"] in runners
-        and int(row["budget"]) == largest
-        and not row.get("subsampled")
+        for row in folder.result_rows()
+        if row.strategy in runners and row.budget == largest and not row.subsampled
     ]
     appended = 0
     for strategy, source in sources.items():
@@ -214,10 +224,9 @@ def append_subsampled(
         pending = [
             row
             for row in rows
-            if row["strategy"] == source
-            and any((str(row["qid"]), strategy, b, int(row["seed"])) not in done for b in budgets)
+            if row.strategy == source and any((row.qid, strategy, b, row.seed) not in done for b in budgets)
         ]
-        derived = subsampled_rows(
+        derived = derive_rows(
             pending,
             budgets,
             grade=grade,
@@ -225,7 +234,7 @@ def append_subsampled(
             as_strategy=strategy if source != strategy else None,
         )
         for row in derived:
-            key = row_key(row)
+            key = row.key
             if key not in done:
                 folder.append(row)
                 done.add(key)

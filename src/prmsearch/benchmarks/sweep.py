@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.api import Searcher, resolve_policy, resolve_scorer
-from prmsearch.benchmarks.results import ResultsFolder, RowKey, row_key
+from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.benchmarks.subsample import append_subsampled
 from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.policies.base import Policy
@@ -66,48 +66,38 @@ def result_row(
     seed: int,
     result: SearchResult,
     grade: Callable[[str | None, str], bool],
-) -> dict[str, Any]:
+) -> ResultRow:
     """The results.jsonl row of one finished search."""
     data = result.to_dict()
     correct = False
     if result.error is None and result.answer is not None:
         correct = bool(grade(result.answer, problem.gold))
-    return {
-        "qid": problem.qid,
-        "strategy": strategy,
-        "budget": budget,
-        "seed": seed,
-        "answer": result.answer,
-        "gold": problem.gold,
-        "correct": correct,
-        "score": data["score"],
-        "steps": data["steps"],
-        "step_scores": data["step_scores"],
-        "ledger": data["ledger"],
-        "error": result.error,
-        "candidates": [
+    return ResultRow(
+        qid=problem.qid,
+        strategy=strategy,
+        budget=budget,
+        seed=seed,
+        answer=result.answer,
+        gold=problem.gold,
+        correct=correct,
+        score=data["score"],
+        steps=tuple(data["steps"]),
+        step_scores=tuple(data["step_scores"]),
+        ledger=data["ledger"],
+        error=result.error,
+        candidates=tuple(
             {"answer": c.answer, "group": c.group, "score": None if math.isnan(c.score) else float(c.score)}
             for c in result.candidates
-        ],
-    }
+        ),
+    )
 
 
-def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, error: str) -> dict:
+def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, error: str) -> ResultRow:
     """A row recording that a problem could not be searched at all."""
-    return {
-        "qid": problem.qid,
-        "strategy": strategy,
-        "budget": budget,
-        "seed": seed,
-        "answer": None,
-        "gold": problem.gold,
-        "correct": False,
-        "score": None,
-        "steps": [],
-        "step_scores": [],
-        "ledger": None,
-        "error": error,
-    }
+    return ResultRow(
+        qid=problem.qid, strategy=strategy, budget=budget, seed=seed, answer=None,
+        gold=problem.gold, correct=False, score=None, error=error,
+    )
 
 
 def run_sweep(
@@ -163,8 +153,8 @@ def clear_backend_caches(*backends: Any) -> None:
 def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, matcher, runner, progress):
     bar = _progress_bar(sum(len(p) for *_, p in todo), progress)
 
-    def emit(row: dict[str, Any]) -> None:  # the single writer: a key is never written twice
-        key = row_key(row)
+    def emit(row: ResultRow) -> None:  # the single writer: a key is never written twice
+        key = row.key
         if key in done:
             return
         folder.append(row)
@@ -202,7 +192,7 @@ def chunk_rows(
     budget: int,
     seed: int,
     grade: Callable[[str | None, str], bool],
-    emit: Callable[[dict[str, Any]], None],
+    emit: Callable[[ResultRow], None],
 ) -> None:
     """Search one chunk in one batched run and ``emit`` each problem's row as it finishes.
 

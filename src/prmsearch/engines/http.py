@@ -3,9 +3,15 @@
 Used by the OpenAI-compatible and SGLang HTTP policies. One call to :func:`post_all` sends a
 whole batch of bodies concurrently (at most ``max_concurrency`` in flight) and returns the
 decoded JSON objects in order, or raises :class:`ServerError` after the retries of the first
-body that could not be served. What is retried: timeouts, connection errors (a server that is
-down or restarting), HTTP 408/409/429 and 5xx, and bodies that are not JSON (a truncated or
-malformed answer). Other 4xx answers are the caller's mistake and fail at once.
+body that could not be served (:class:`ServerTimeout` when its last attempt timed out). Each
+body is retried on its own: a body that failed is sent again, the ones already answered never
+are. What is retried: timeouts, connection errors (a server that is down or restarting), HTTP
+408/409/429 and 5xx, and bodies that are not JSON (a truncated or malformed answer). Other 4xx
+answers are the caller's mistake and fail at once.
+
+``timeout`` bounds a whole attempt (connect, send, wait, read), not each socket operation: an
+attempt past it is cancelled, which closes its connection, and servers such as SGLang and vLLM
+abort a request whose client disconnected, so a retry never runs beside its abandoned twin.
 
 The API key is read from an environment variable whose NAME is configured; the key itself is
 put in the ``Authorization`` header only and never appears in errors, reprs or logs.
@@ -28,12 +34,29 @@ class ServerError(RuntimeError):
     """The server could not serve a request after all retries (or refused it outright)."""
 
 
+class ServerTimeout(ServerError):
+    """Every attempt at one request ended in the timeout (or the last one did).
+
+    Attributes:
+        url: the URL posted to.
+        timeout: the seconds one attempt was given.
+        attempts: attempts made.
+    """
+
+    def __init__(self, message: str, *, url: str, timeout: float, attempts: int) -> None:
+        super().__init__(message)
+        self.url = url
+        self.timeout = timeout
+        self.attempts = attempts
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Timeouts and retries of HTTP requests.
 
     Attributes:
-        timeout: seconds for one attempt (connect + read); a hung server fails after this.
+        timeout: seconds for one whole attempt (connect, send, wait, read); past it the attempt
+            is cancelled and its connection closed, so a hung server fails after this.
         max_retries: attempts after the first; 0 means no retry.
         backoff: seconds before the first retry; doubled before each further retry.
         backoff_max: cap on one wait.
@@ -78,11 +101,14 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
     import httpx
 
     last = "no attempt made"
+    timed_out = False
     for attempt in range(retry.max_retries + 1):
         if attempt:
             await asyncio.sleep(retry.wait(attempt - 1))
+        timed_out = False
         try:
-            response = await client.post(url, json=body)
+            # wait_for cancels the attempt at the deadline; httpx then closes the connection.
+            response = await asyncio.wait_for(client.post(url, json=body), retry.timeout)
             if response.status_code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]!r}")
             if response.status_code >= 400:
@@ -103,11 +129,15 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
             return data
         except _Retryable as exc:
             last = str(exc)
-        except httpx.TimeoutException as exc:
-            last = f"timed out after {retry.timeout}s ({type(exc).__name__})"
+        except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
+            last, timed_out = f"timed out after {retry.timeout}s ({type(exc).__name__})", True
         except httpx.TransportError as exc:
             last = f"connection failed ({type(exc).__name__}: {exc})"
-    raise ServerError(f"{url} failed after {retry.max_retries + 1} attempts; last error: {last}")
+    attempts = retry.max_retries + 1
+    message = f"{url} failed after {attempts} attempts; last error: {last}"
+    if timed_out:
+        raise ServerTimeout(message, url=url, timeout=retry.timeout, attempts=attempts)
+    raise ServerError(message)
 
 
 async def _post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],

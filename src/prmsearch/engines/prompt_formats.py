@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prmsearch.registry import Registry
+
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
 LLAMA3_MATH_SYSTEM = (
@@ -83,28 +85,28 @@ class PromptFormat:
         return self.header(tokenizer, question) + join_steps(steps, delimiter)
 
 
-PROMPT_FORMATS: dict[str, PromptFormat] = {
-    "plain": PromptFormat("plain", system=None, chat=False, add_special_tokens=True),
-    "chat": PromptFormat("chat", system=None),
-    "qwen25-math-cot": PromptFormat("qwen25-math-cot", system=QWEN_MATH_SYSTEM),
-    "llama3-math": PromptFormat("llama3-math", system=LLAMA3_MATH_SYSTEM),
-}
+PROMPT_FORMATS: Registry[PromptFormat] = Registry(
+    "prompt_format", listing="", hint="Or pass 'auto' to take the model folder's own (or its chat template)."
+)
 
 
 def register_prompt_format(fmt: PromptFormat, *, replace: bool = False) -> None:
     """Add a prompt format to the registry (``replace=True`` to override a name)."""
-    if fmt.name in PROMPT_FORMATS and not replace:
-        raise ValueError(f"prompt format {fmt.name!r} exists; pass replace=True to override it")
-    PROMPT_FORMATS[fmt.name] = fmt
+    PROMPT_FORMATS.register(fmt.name, fmt, replace=replace)
 
 
 def get_prompt_format(name: str) -> PromptFormat:
     """Look a format up by name; an unknown name lists the known ones."""
-    try:
-        return PROMPT_FORMATS[name]
-    except KeyError:
-        known = ", ".join(sorted(PROMPT_FORMATS))
-        raise ValueError(f"unknown prompt_format {name!r}; known: {known}, or 'auto'") from None
+    return PROMPT_FORMATS.get(name)
+
+
+for _fmt in (
+    PromptFormat("plain", system=None, chat=False, add_special_tokens=True),
+    PromptFormat("chat", system=None),
+    PromptFormat("qwen25-math-cot", system=QWEN_MATH_SYSTEM),
+    PromptFormat("llama3-math", system=LLAMA3_MATH_SYSTEM),
+):
+    register_prompt_format(_fmt)
 
 
 def read_settings(model_dir: str | Path) -> dict[str, Any]:

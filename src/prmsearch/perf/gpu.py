@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.perf.backend_bench import (
+from prmsearch.perf.synthetic_models import (
     Log,
     ModelShape,
     TextMaker,

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.benchmarks.equal_compute import EqualCompute, equal_compute, strategy_curves
-from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures, Log, quiet_log
+from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures
 from prmsearch.perf.batching import ArithEngineConfig, EngineFigures
 from prmsearch.perf.overhead import OverheadFigures
+from prmsearch.perf.synthetic_models import Log, quiet_log
 
 __all__ = [
     "MEASURES",

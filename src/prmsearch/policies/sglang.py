@@ -13,19 +13,34 @@ and ``meta_info.prompt_tokens`` / ``cached_tokens`` (RadixAttention prefix hits)
 
 A request with ``n`` samples becomes ``n`` prompts with ``n=1`` and the sampling seeds
 ``seed + i`` (``sampling_seed``; SGLang needs ``enable_deterministic_inference`` for seeded
-sampling to be reproducible); the radix cache serves the shared prompt to all of them. All
-requests of a driver round go out in ONE ``generate`` call. Steps are cut exactly as in the
-other backends (:func:`~prmsearch.policies.vllm_output.step_output`), from the token ids.
+sampling to be reproducible); the radix cache serves the shared prompt to all of them. Steps
+are cut exactly as in the other backends (:func:`~prmsearch.policies.vllm_output.step_output`),
+from the token ids.
+
+How a driver round reaches the engine:
+
+* offline: all its prompts in ONE ``engine.generate`` call;
+* HTTP: its prompts, in order, cut into requests of at most ``max_prompts_per_request`` prompts,
+  of which at most ``max_concurrency`` are in flight at once (SGLang batches across requests, so
+  the server stays full while no single request grows long). Each request has ``retry.timeout``
+  seconds; past it the client closes that request's connection (SGLang aborts a request whose
+  client disconnected) and sends that request alone again after the
+  :class:`~prmsearch.engines.http.RetryPolicy` backoff; requests already answered are never sent
+  again. The outputs are put back in prompt order. A request that still times out after the
+  retries raises :class:`~prmsearch.engines.http.ServerTimeout` (a ``ServerError``) naming the
+  server, the timeout and how to raise it; a malformed answer, after its retries, a
+  ``ServerError`` naming the field.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from prmsearch.engines.http import RetryPolicy, auth_headers, post_all
+from prmsearch.engines.http import RetryPolicy, ServerError, ServerTimeout, auth_headers, post_all
 from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
 from prmsearch.policies.vllm_output import step_output
@@ -34,12 +49,79 @@ SEED_MASK = (1 << 62) - 1
 
 
 def check_generate(data: Any) -> None:
-    """Raise when a native ``/generate`` answer lacks what this backend reads (then retried)."""
+    """Raise ``ValueError`` naming the field when a native ``/generate`` answer lacks what this
+    backend reads (:func:`~prmsearch.engines.http.post_all` then retries it as malformed)."""
     items = data if isinstance(data, list) else [data]
-    for item in items:
-        meta = item["meta_info"]
-        if not isinstance(meta["output_token_logprobs"], list):
-            raise TypeError("output_token_logprobs is not a list")
+    for i, item in enumerate(items):
+        _check_output(i, item)
+
+
+def _check_output(i: int, item: Any) -> None:
+    """Check one prompt's output: ``meta_info`` with ``[logprob, token_id, text]`` triples in
+    ``output_token_logprobs``, a ``finish_reason`` object (or null) and token counts."""
+    if not isinstance(item, Mapping):
+        raise ValueError(f"output {i} is a {type(item).__name__}, not an object")
+    meta = item.get("meta_info")
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"output {i}: meta_info is missing or not an object: {meta!r:.80}")
+    entries = meta.get("output_token_logprobs")
+    if not isinstance(entries, list):
+        raise ValueError(f"output {i}: meta_info.output_token_logprobs is missing or not a list "
+                         f"(the request sets return_logprob): {entries!r:.80}")
+    for j, entry in enumerate(entries):
+        if not (isinstance(entry, (list, tuple)) and len(entry) >= 2 and _is_int(entry[1])
+                and (entry[0] is None or isinstance(entry[0], (int, float)))):
+            raise ValueError(f"output {i}: meta_info.output_token_logprobs[{j}] is not a "
+                             f"[logprob, token_id, text] triple: {entry!r:.80}")
+    finish = meta.get("finish_reason")
+    if finish is not None and not isinstance(finish, Mapping):
+        raise ValueError(f"output {i}: meta_info.finish_reason is not an object: {finish!r:.80}")
+    for name in ("prompt_tokens", "cached_tokens"):
+        value = meta.get(name)
+        if value is not None and not (_is_int(value) and value >= 0):
+            raise ValueError(f"output {i}: meta_info.{name} is not an int >= 0: {value!r:.80}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SGLangHTTPOptions:
+    """How one driver round is cut into ``/generate`` requests (HTTP only).
+
+    Attributes:
+        max_prompts_per_request: prompts (samples) in one request. Small enough that a timeout
+            loses little work and each request finishes well within ``retry.timeout``; large
+            enough that typical rounds of a few beams x a few samples go out whole. Default 64.
+        max_concurrency: requests in flight at once (default 8, i.e. up to 512 prompts): the
+            server batches across requests, so this, not the request size, is what fills it.
+    """
+
+    max_prompts_per_request: int = 64
+    max_concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("max_prompts_per_request", "max_concurrency"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+    def spans(self, n_prompts: int) -> list[tuple[int, int]]:
+        """``[start, stop)`` of each request's prompts, in order."""
+        step = self.max_prompts_per_request
+        return [(a, min(a + step, n_prompts)) for a in range(0, n_prompts, step)]
+
+
+def _retry_policy(retry: RetryPolicy | Mapping[str, Any] | None, max_concurrency: int) -> RetryPolicy:
+    """The retry policy with the policy's own ``max_concurrency`` (one place sets it)."""
+    if isinstance(retry, RetryPolicy):
+        return replace(retry, max_concurrency=max_concurrency)
+    options = dict(retry or {})
+    if "max_concurrency" in options:
+        raise ValueError("retry.max_concurrency is not used by SGLangPolicy; pass max_concurrency="
+                         f"{options['max_concurrency']!r} to the policy instead")
+    return RetryPolicy(**options, max_concurrency=max_concurrency)
 
 
 class SGLangPolicy:
@@ -51,14 +133,18 @@ class SGLangPolicy:
         prompt_format: prompt format name or ``"auto"``.
         num_parameters: parameter count for the FLOP estimate (default: from safetensors headers).
         api_key_env: NAME of the environment variable holding the server's API key.
-        retry: timeouts and retries of HTTP calls.
+        retry: timeout of one HTTP request and its retries (:class:`RetryPolicy` or its fields
+            as a mapping, without ``max_concurrency``, which is the policy's own option).
+        max_prompts_per_request, max_concurrency: how a round is cut into HTTP requests; see
+            :class:`SGLangHTTPOptions`.
         **engine: ``sglang.Engine`` arguments (``tp_size``, ``mem_fraction_static``,
             ``context_length``, ``dtype``, ...), offline only.
     """
 
     def __init__(self, model: str | Path, *, base_url: str | None = None, prompt_format: str = "auto",
                  num_parameters: int | None = None, api_key_env: str | None = None,
-                 retry: RetryPolicy | Mapping[str, Any] | None = None, **engine: Any) -> None:
+                 retry: RetryPolicy | Mapping[str, Any] | None = None,
+                 max_prompts_per_request: int = 64, max_concurrency: int = 8, **engine: Any) -> None:
         from prmsearch.engines.loading import load_tokenizer
         from prmsearch.engines.vllm_engine import model_folder, read_config, safetensors_parameters
 
@@ -74,7 +160,8 @@ class SGLangPolicy:
             ids.add(int(self.tokenizer.eos_token_id))
         self.eos_ids = frozenset(ids)
         self.max_length = engine.get("context_length") or read_config(folder).get("max_position_embeddings")
-        self.retry = retry if isinstance(retry, RetryPolicy) else RetryPolicy(**dict(retry or {}))
+        self.http = SGLangHTTPOptions(max_prompts_per_request, max_concurrency)
+        self.retry = _retry_policy(retry, max_concurrency)
         self._headers = auth_headers(api_key_env)
         self.base_url = base_url.rstrip("/") if base_url else None
         self.engine = None
@@ -121,7 +208,8 @@ class SGLangPolicy:
         return params
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """One :class:`Generation` per request, in order, from ONE batched ``generate`` call."""
+        """One :class:`Generation` per request, in order (one ``generate`` call offline, bounded
+        requests over HTTP: see the module's docstring)."""
         prompts: list[list[int]] = []
         params: list[dict[str, Any]] = []
         owners: list[int] = []
@@ -155,9 +243,39 @@ class SGLangPolicy:
         if self.engine is not None:
             out = self.engine.generate(input_ids=prompts, sampling_params=params, return_logprob=True)
             return list(out)
-        body = {"input_ids": prompts, "sampling_params": params, "return_logprob": True}
-        (data,) = post_all(f"{self.base_url}/generate", [body], self._headers, self.retry, check_generate)
-        return data if isinstance(data, list) else [data]  # type: ignore[return-value]
+        return self._post(prompts, params)
+
+    def _post(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The round's outputs from ``/generate`` requests of bounded size, in prompt order."""
+        url = f"{self.base_url}/generate"
+        spans = self.http.spans(len(prompts))
+        bodies = [{"input_ids": prompts[a:b], "sampling_params": params[a:b], "return_logprob": True}
+                  for a, b in spans]
+        try:
+            answers = post_all(url, bodies, self._headers, self.retry, check_generate)
+        except ServerTimeout as exc:
+            raise ServerTimeout(self._timeout_message(exc), url=url, timeout=exc.timeout,
+                                attempts=exc.attempts) from exc
+        outputs: list[dict[str, Any]] = []
+        for (a, b), data in zip(spans, answers, strict=True):
+            items = data if isinstance(data, list) else [data]
+            if len(items) != b - a:
+                raise ServerError(f"{url} returned {len(items)} outputs for the {b - a} prompts "
+                                  f"{a}..{b - 1} of one request")
+            outputs.extend(items)
+        return outputs
+
+    def _timeout_message(self, exc: ServerTimeout) -> str:
+        """What timed out, and the knobs that fix a server that is slow rather than down."""
+        return (
+            f"the SGLang server at {self.base_url} did not answer a /generate request (up to "
+            f"{self.http.max_prompts_per_request} prompts) within the timeout of {exc.timeout}s "
+            f"in {exc.attempts} attempts. If the server is just slow, raise the timeout: "
+            f"SGLangPolicy(..., retry={{'timeout': <seconds>}}), in a recipe policy.args.retry."
+            f"timeout; or send smaller requests (max_prompts_per_request, now "
+            f"{self.http.max_prompts_per_request}) or fewer at once (max_concurrency, now "
+            f"{self.http.max_concurrency}). Otherwise check that the server is up and healthy"
+        )
 
     def _generation(self, req: GenerationRequest, outs: list[dict[str, Any]], n_prompt: int
                     ) -> Generation:

@@ -115,7 +115,7 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
             train_policy(cfg.base, base_dir, command=train_command(cfg.base, base_dir), log=log)
     from prmsearch.policies.hf import HFPolicy
     from prmsearch.scorers.confidence import PolicyConfidenceScorer
-    from prmsearch.scorers.hf import qwen_prm
+    from prmsearch.scorers.hf import HFPRMScorer
 
     out.mkdir(parents=True, exist_ok=True)
     policy = HFPolicy(model=str(policy_dir), device="cpu")
@@ -195,7 +195,7 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
                     base_dir, data, source, train_problems, train_cfg, out=folder, log=log, problems=by_id
                 )
                 _record_base(folder, base_dir)
-            figures = evaluate(qwen_prm(model=str(folder), device="cpu"))
+            figures = evaluate(HFPRMScorer(folder, "qwen-prm", device="cpu"))
             return {**figures, "train_s": time.perf_counter() - t0}
 
         report["prms"][name] = cached(out / f"eval-{name}.json", train_and_evaluate)

@@ -1,0 +1,27 @@
+"""Scorers: the :class:`~prmsearch.scorers.base.Scorer` protocol, PRM families and backends.
+
+Every PRM family declared in :mod:`prmsearch.scorers.formats` (one decorated class each) is a
+scorer name of its own on the transformers backend. The other built-in scorers are registered
+here by name, lazily, so importing this package never imports torch or vLLM.
+"""
+
+from __future__ import annotations
+
+from prmsearch.scorers import formats as _formats  # noqa: F401  (registers the PRM families)
+from prmsearch.scorers.base import SCORERS, make_scorer, register_scorer
+
+__all__ = ["SCORERS", "make_scorer", "register_scorer"]
+
+_BUILTIN = {
+    "vllm-qwen-prm": ("prmsearch.scorers.vllm:vllm_qwen_prm", "qwen-prm family on vLLM's pooling runner"),
+    "policy-confidence": (
+        "prmsearch.scorers.confidence:policy_confidence",
+        "PRM-free baseline: the policy's minimum token probability so far",
+    ),
+    "arith": ("prmsearch.arith.defaults:arith_prm", "the embedded arithmetic PRM (default)"),
+    "arith-oracle": ("prmsearch.arith.oracle:arith_oracle", "the exact checker as a PRM (upper bound)"),
+}
+
+for _name, (_target, _summary) in _BUILTIN.items():
+    if _name not in SCORERS:
+        register_scorer(_name, _target, _summary)

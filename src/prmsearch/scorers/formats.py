@@ -29,11 +29,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from prmsearch.engines.prompt_formats import QWEN_MATH_SYSTEM
+from prmsearch.registry import Registry
+from prmsearch.scorers.base import SCORERS
+
+if TYPE_CHECKING:  # torch is imported when a format reads model outputs, not at import time
+    import torch
 
 
 class PRMInputError(ValueError):
@@ -75,6 +78,34 @@ def check_positions(family: str, positions: list[int], steps: Sequence[str]) -> 
             f"{family}: found {len(positions)} step separators for {len(steps)} steps; "
             "the question or a step tokenised into the separator token"
         )
+
+
+#: Every PRM family by name: its format class (input layout and score read-out).
+PRM_FORMATS: Registry[type[PRMFormat]] = Registry(
+    "PRM family", listing="families", register_with="prm_family"
+)
+
+F = TypeVar("F", bound="type[PRMFormat]")
+
+
+def prm_family(summary: str):
+    """Declare a PRM family: the one place a new family is added.
+
+    Decorates a :class:`PRMFormat` subclass: registers it under its ``family`` name and makes that
+    name a scorer on the transformers backend (``make_scorer(family, model=...)``); the vLLM
+    backend and recipes read the same registry.
+    """
+
+    def register(cls: F) -> F:
+        if not cls.family:
+            raise ValueError(f"{cls.__name__}.family must name the PRM family")
+        PRM_FORMATS.register(cls.family, cls, summary)
+        if cls.family not in SCORERS:
+            hf_scorer = "prmsearch.scorers.hf:HFPRMScorer"
+            SCORERS.register(cls.family, hf_scorer, summary, bound={"family": cls.family})
+        return cls
+
+    return register
 
 
 class PRMFormat(ABC):
@@ -123,6 +154,7 @@ class PRMFormat(ABC):
         """Map float32 model outputs ``[n, k]`` at read positions to probabilities ``[n]``."""
 
 
+@prm_family("Qwen2.5-Math-PRM layout (<extra_0>, 2-class head)")
 class QwenPRMFormat(PRMFormat):
     """Qwen2.5-Math-PRM: ``<extra_0>`` after every step inside the assistant turn."""
 
@@ -152,11 +184,14 @@ class QwenPRMFormat(PRMFormat):
         return Encoded(ids, positions)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
         if outputs.shape[-1] < 2:
             raise ValueError(f"{self.family}: the head must give 2 logits, got {outputs.shape[-1]}")
         return torch.softmax(outputs, dim=-1)[:, self.positive_index]
 
 
+@prm_family("Math-Shepherd (ки tags, +/- logits)")
 class MathShepherdFormat(PRMFormat):
     """Math-Shepherd: ``question step_1 ки\\nstep_2 ки``; P(+) over {+, -} at each tag."""
 
@@ -193,9 +228,12 @@ class MathShepherdFormat(PRMFormat):
         return Encoded(ids, positions)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
         return torch.softmax(outputs[:, :2], dim=-1)[:, 0]
 
 
+@prm_family("RLHFlow multi-turn chat PRM (+/- turns)")
 class RLHFlowFormat(PRMFormat):
     """RLHFlow PRMs: one user turn per step, assistant ``+``; P(+) read before each ``+``."""
 
@@ -233,9 +271,12 @@ class RLHFlowFormat(PRMFormat):
         return Encoded(ids, positions)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
         return torch.softmax(outputs[:, :2], dim=-1)[:, 0]
 
 
+@prm_family("Skywork PRM (value head, sigmoid)")
 class SkyworkFormat(PRMFormat):
     """Skywork-o1-Open-PRM: ``BOS question\\n`` then ``step \\n`` per step, read at each ``\\n``."""
 
@@ -264,9 +305,12 @@ class SkyworkFormat(PRMFormat):
         return Encoded(ids, positions)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
         return torch.sigmoid(outputs[:, 0])
 
 
+@prm_family("any 2-label token classifier at a separator")
 class TokenClassificationFormat(PRMFormat):
     """Any 2-label token classifier: ``question\\n`` then ``step <sep>`` per step."""
 
@@ -299,21 +343,11 @@ class TokenClassificationFormat(PRMFormat):
         return Encoded(ids, positions)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
         return torch.softmax(outputs[:, :2], dim=-1)[:, self.positive_index]
-
-
-PRM_FORMATS: dict[str, type[PRMFormat]] = {
-    cls.family: cls
-    for cls in (QwenPRMFormat, MathShepherdFormat, RLHFlowFormat, SkyworkFormat,
-                TokenClassificationFormat)
-}
 
 
 def make_format(family: str, tokenizer: Any, **options: Any) -> PRMFormat:
     """Build the format of ``family`` for ``tokenizer``; an unknown family lists the known ones."""
-    try:
-        cls = PRM_FORMATS[family]
-    except KeyError:
-        known = ", ".join(sorted(PRM_FORMATS))
-        raise ValueError(f"unknown PRM family {family!r}; known families: {known}") from None
-    return cls(tokenizer, **options)
+    return PRM_FORMATS.get(family)(tokenizer, **options)

@@ -408,28 +408,3 @@ class HFPRMScorer:
         self._scores.move_to_end(digest)
         while len(self._scores) > self._score_limit:
             self._scores.popitem(last=False)
-
-
-def qwen_prm(model: str | Path, **kwargs: Any) -> HFPRMScorer:
-    """Qwen2.5-Math-PRM family (``Qwen2ForProcessRewardModel`` folders)."""
-    return HFPRMScorer(model, "qwen-prm", **kwargs)
-
-
-def math_shepherd(model: str | Path, **kwargs: Any) -> HFPRMScorer:
-    """Math-Shepherd family (causal LM, ``ки`` step tags, ``+``/``-`` labels)."""
-    return HFPRMScorer(model, "math-shepherd", **kwargs)
-
-
-def rlhflow(model: str | Path, **kwargs: Any) -> HFPRMScorer:
-    """RLHFlow family (causal LM, one chat turn per step, assistant ``+``/``-``)."""
-    return HFPRMScorer(model, "rlhflow", **kwargs)
-
-
-def skywork(model: str | Path, **kwargs: Any) -> HFPRMScorer:
-    """Skywork-o1-Open-PRM family (Qwen2 base + value head, sigmoid)."""
-    return HFPRMScorer(model, "skywork", **kwargs)
-
-
-def token_cls(model: str | Path, **kwargs: Any) -> HFPRMScorer:
-    """Any 2-label ``AutoModelForTokenClassification`` read at a separator token."""
-    return HFPRMScorer(model, "token-cls", **kwargs)

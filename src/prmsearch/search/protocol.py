@@ -103,12 +103,12 @@ def register_strategy(
     if not dataclasses.is_dataclass(config_cls):
         raise TypeError(f"config_cls of strategy {name!r} must be a dataclass, got {config_cls!r}")
     spec = StrategySpec(name, config_cls, algorithm, summary or (algorithm.__doc__ or "").strip())
-    STRATEGIES.register(name, lambda: spec, spec.summary.split("\n")[0], replace=replace)
+    STRATEGIES.register(name, spec, spec.summary.split("\n")[0], replace=replace)
 
 
 def strategy_spec(name: str) -> StrategySpec:
     """The spec registered under ``name`` (an unknown name lists the known ones)."""
-    return STRATEGIES.make(name)
+    return STRATEGIES.get(name)
 
 
 def make_strategy(name: str, /, **options: Any) -> BoundStrategy:

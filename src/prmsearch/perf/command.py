@@ -1,0 +1,78 @@
+"""``prmsearch perf``: every speed measurement in one table (see :mod:`prmsearch.perf.suite`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from prmsearch.benchmarks.commands import csv_of, fail, input_errors
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    """Run the performance measures and print one table (issue 7)."""
+    import dataclasses
+    import time
+
+    from prmsearch.perf.suite import PerfConfig, run_perf
+
+    start = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads must be >= 1, got {args.threads}")
+            import torch
+
+            torch.set_num_threads(args.threads)
+        config = PerfConfig.quick() if args.quick else PerfConfig()
+        changes: dict[str, Any] = {"results": args.results, "gpu_json": args.gpu_json,
+                                   "skip": frozenset(args.skip)}
+        if args.overhead_problems is not None:
+            changes["overhead_problems"] = args.overhead_problems
+        if args.problems is not None:
+            changes["arith"] = dataclasses.replace(config.arith, problems=args.problems)
+        config = dataclasses.replace(config, **changes)
+        report = run_perf(config, log)
+    except input_errors() as exc:
+        return fail("perf", exc)
+    print(report.table(), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+def register_perf_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``perf`` to the ``prmsearch`` CLI's subparsers."""
+    from prmsearch.perf.suite import MEASURES, SOURCES
+
+    parser = sub.add_parser(
+        "perf",
+        help="the performance measures (overhead, batching, reuse, equal compute, GPU) in one table",
+        description=(
+            "Runs the driver-overhead suite, the embedded-model engine run (batched vs one at a "
+            "time, prefix reuse, incremental PRM scoring), the random-weight depth-10 search, reads "
+            "accuracy at equal compute from a bench results folder and GPU figures from "
+            "scripts/gpu_bench.py's JSON, and prints one row per figure with its target."
+        ),
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests; well under a minute)")
+    parser.add_argument("--problems", type=int, default=None,
+                        help="arithmetic problems of the engine run (default 64; --quick 4)")
+    parser.add_argument("--overhead-problems", type=int, default=None,
+                        help="problems per overhead configuration (default 1000; --quick 20)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--results", type=Path, default=None, metavar="FOLDER",
+                        help="a `prmsearch bench` results folder (or summary.json) for equal compute")
+    parser.add_argument("--gpu-json", type=Path, default=None, metavar="FILE",
+                        help="the JSON written by scripts/gpu_bench.py --out")
+    parser.add_argument("--skip", type=csv_of(str), default=(),
+                        help=f"comma-separated measures to leave out: {', '.join((*MEASURES, *SOURCES))}")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write every figure to this JSON file")
+    parser.set_defaults(func=cmd_perf)
