@@ -197,7 +197,54 @@ def test_vote_tallies(name, expected):
     result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), strategy)
     assert result.answer == expected
     tallies = {v.answer: (v.count, round(v.weight, 6)) for v in result.votes}
-    assert tallies == {"5": (3, 0.3), "7": (2, 1.7)}  # "7" and "7.0" vote together
+    if name == "self_consistency":  # PRM-free: nothing was scored, so the votes weigh nothing
+        assert tallies == {"5": (3, 0.0), "7": (2, 0.0)}
+    else:
+        assert tallies == {"5": (3, 0.3), "7": (2, 1.7)}  # "7" and "7.0" vote together
+
+
+class CountingScorer(ScriptedScorer):
+    """A scripted scorer that counts the requests it is asked to score."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests = 0
+
+    def score(self, requests):
+        self.requests += len(requests)
+        return super().score(requests)
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "scored"),
+    [
+        ("greedy", {}, False),
+        ("self_consistency", {"n": 4}, False),
+        ("best_of_n", {"n": 4, "selection": "majority"}, False),
+        ("best_of_n", {"n": 4}, True),
+        ("weighted_vote", {"n": 4}, True),
+        ("beam", {"n": 4, "width": 2}, True),
+    ],
+)
+def test_prm_free_strategies_are_never_scored_nor_charged(name, options, scored):
+    solutions = ["a \\boxed{5}", "b \\boxed{7}", "c \\boxed{5}", "d \\boxed{7}"]
+    scorer = CountingScorer({s: 0.5 for s in solutions})
+    strategy = make_strategy(name, **options)
+    assert strategy.needs_scores is scored
+    result, _ = run_one(ScriptedPolicy({(): solutions}), scorer, strategy)
+    assert (scorer.requests > 0) is scored
+    assert (result.ledger.prm_calls > 0) is scored
+    assert (result.ledger.prm_tokens_computed > 0) is scored and (result.ledger.prm_flops > 0) is scored
+    if not scored:
+        assert all(s != s for s in result.step_scores)  # NaN: never scored
+
+
+def test_majority_ties_break_on_the_earliest_sample_not_on_a_score():
+    # 2-2 tie; the PRM would prefer "7" (0.9), but self-consistency reads no score
+    solutions = ["a \\boxed{5}", "b \\boxed{7}", "c \\boxed{5}", "d \\boxed{7}"]
+    scores = {"a \\boxed{5}": 0.1, "b \\boxed{7}": 0.9, "c \\boxed{5}": 0.1, "d \\boxed{7}": 0.9}
+    result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), make_strategy("self_consistency", n=4))
+    assert result.answer == "5"
 
 
 def test_whole_solutions_become_chains_of_scored_steps():

@@ -128,3 +128,10 @@ def test_registered_by_name():
     if "vllm" not in POLICIES:
         pytest.skip("'vllm' is registered in prmsearch.policies")
     assert "vllm-qwen-prm" in SCORERS
+
+
+def test_same_model_same_flop_formula_as_transformers(vllm_policy, hf_policy):
+    """vLLM reads the shape from safetensors headers, transformers from the loaded modules:
+    the same cost, so the same tokens cost the same FLOPs on both."""
+    assert vllm_policy.cost == hf_policy.cost
+    assert vllm_policy.cost.layers > 0 and vllm_policy.cost.head_flops > 0

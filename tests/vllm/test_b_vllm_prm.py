@@ -69,3 +69,8 @@ def test_unsupported_family_names_the_alternative(prm_dir):
 
 def test_score_count_error_type_is_exported():
     assert issubclass(ScoreCountError, ValueError)
+
+
+def test_same_prm_same_flop_formula_as_transformers(vllm_prm, hf_prm):
+    assert vllm_prm.cost == hf_prm.cost
+    assert vllm_prm.cost.layers > 0 and vllm_prm.cost.head_flops > 0

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from prmsearch.costs import ModelCost, cost_from_shapes
 
 _DTYPES = {
     "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
@@ -52,6 +55,24 @@ def load_tokenizer(model: str | Path, *, trust_remote_code: bool = False, **kwar
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(model), trust_remote_code=trust_remote_code, **kwargs)
+
+
+def module_cost(module: torch.nn.Module, config: Any, *, score_head: str | None = None,
+                logits_everywhere: bool = False) -> ModelCost:
+    """The :class:`~prmsearch.costs.ModelCost` of a loaded model, from its config and its
+    parameter names and shapes (the same numbers the checkpoint's safetensors headers give).
+
+    ``score_head``: the attribute name of a PRM's score head (charged per read position).
+    ``logits_everywhere``: the output head runs at every token (a scorer that reads token
+    probabilities), so it is charged per token with the body.
+    """
+    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    shapes = {name: tuple(p.shape) for name, p in module.named_parameters()}
+    cost = cost_from_shapes(cfg, shapes, score_head=score_head)
+    if logits_everywhere:
+        cost = replace(cost, non_embedding_params=cost.non_embedding_params + cost.head_flops // 2,
+                       head_flops=0)
+    return cost
 
 
 def count_parameters(module: torch.nn.Module) -> int:

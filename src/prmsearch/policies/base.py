@@ -107,20 +107,32 @@ class Generation:
 
     ``prompt_tokens_computed + prompt_tokens_cached`` is the prompt length once (the prefill
     is shared by the ``n`` samples); ``generated_tokens`` counts every sample's tokens,
-    including delimiter and EOS tokens that the backend had to compute.
+    including delimiter and EOS tokens that the backend had to compute;
+    ``prompt_tokens_recomputed`` counts prompt tokens prefilled again within the request (e.g. a
+    sample continued past a blank step), so that compute is charged too.
     """
 
     samples: tuple[StepOutput, ...]
     prompt_tokens_computed: int
     prompt_tokens_cached: int = 0
     generated_tokens: int | None = None
+    prompt_tokens_recomputed: int = 0
 
     def __post_init__(self) -> None:
-        if self.prompt_tokens_computed < 0 or self.prompt_tokens_cached < 0:
+        counts = (self.prompt_tokens_computed, self.prompt_tokens_cached, self.prompt_tokens_recomputed)
+        if min(counts) < 0:
             raise ValueError(
                 "prompt token counts must be >= 0, got "
-                f"computed={self.prompt_tokens_computed} cached={self.prompt_tokens_cached}"
+                f"computed={self.prompt_tokens_computed} cached={self.prompt_tokens_cached} "
+                f"recomputed={self.prompt_tokens_recomputed}"
             )
+
+    def sample_tokens(self) -> list[int]:
+        """Tokens decoded per sample, for the FLOP formula. When the backend counted more than
+        the samples hold (e.g. a blank step continued), the rest is charged as one more run."""
+        lengths = [len(s.token_ids) for s in self.samples]
+        extra = self.tokens_generated - sum(lengths)
+        return [*lengths, extra] if extra > 0 else lengths
 
     @property
     def tokens_generated(self) -> int:
@@ -158,7 +170,9 @@ class Policy(Protocol):
 
     @property
     def num_parameters(self) -> int:
-        """Parameter count, used for the FLOP estimate (2 x parameters x tokens)."""
+        """Parameter count. A backend that knows its model's shape also carries ``cost``
+        (a :class:`prmsearch.costs.ModelCost`) for the FLOP formula; without it the count is
+        used as a dense model's (attention and output head not counted)."""
         ...
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:

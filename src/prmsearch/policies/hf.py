@@ -47,6 +47,7 @@ from prmsearch.engines.loading import (
     is_oom,
     load_tokenizer,
     local_dir,
+    module_cost,
     quiet_loading,
     resolve_device,
     resolve_dtype,
@@ -202,6 +203,7 @@ class HFPolicy:
         cache_device = cfg.prefix_cache_device
         self.prefix_cache = PrefixKVCache(cfg.prefix_cache_tokens, cache_device)
         self._num_parameters = count_parameters(model)
+        self.cost = module_cost(model, model.config)
         self.eos_ids = _eos_ids(model, tokenizer)
         vocab = model.get_output_embeddings().weight.shape[0]
         self._watch = DelimiterWatch(tokenizer, vocab)

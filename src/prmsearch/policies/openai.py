@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import RetryPolicy, auth_headers, post_all
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
 from prmsearch.policies.vllm_output import step_output
@@ -187,6 +188,7 @@ class OpenAIPolicy:
         self.tokenizer = tokenizer
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
         self._num_parameters = cfg.num_parameters or safetensors_parameters(folder)
+        self.cost = folder_cost(folder) or ModelCost.dense(self._num_parameters)
         self._eos_ids = frozenset([tokenizer.eos_token_id]) if tokenizer is not None and \
             tokenizer.eos_token_id is not None else frozenset()
         self._split = cfg.n_mode is NMode.SPLIT

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import RetryPolicy, ServerError, ServerTimeout, auth_headers, post_all
 from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
@@ -154,6 +155,7 @@ class SGLangPolicy:
         self.prompt_format = resolve_prompt_format(prompt_format, self.tokenizer, folder)
         self._num_parameters = num_parameters if num_parameters is not None else \
             safetensors_parameters(folder)
+        self.cost = folder_cost(folder) or ModelCost.dense(self._num_parameters)
         eos = read_config(folder).get("eos_token_id")
         ids = set(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
         if self.tokenizer.eos_token_id is not None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
 from prmsearch.engines.vllm_engine import (
     VLLMEngineConfig,
@@ -111,6 +112,7 @@ class VLLMPolicy:
         self.llm = build_llm(cfg)
         self.max_model_len = max_model_len(self.llm)
         self._num_parameters = safetensors_parameters(model_folder(cfg.model))
+        self.cost = folder_cost(model_folder(cfg.model)) or ModelCost.dense(self._num_parameters)
         self.eos_ids = _eos_ids(cfg.model, tokenizer)
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
 
@@ -171,15 +173,16 @@ class VLLMPolicy:
             cached.append(min(int(out.num_cached_tokens or 0), len(p.ids)))
             by_index = sorted(out.outputs, key=lambda c: c.index)
             samples.append([_absorb(_Sample(), c) for c in by_index])
-        self._continue_blank(prepared, samples)
+        recomputed = self._continue_blank(prepared, samples)
         return [
             Generation(
                 samples=tuple(self._output(p, s) for s in group),
                 prompt_tokens_computed=len(p.ids) - c,
                 prompt_tokens_cached=c,
                 generated_tokens=sum(len(s.ids) for s in group),
+                prompt_tokens_recomputed=r,
             )
-            for p, group, c in zip(prepared, samples, cached, strict=True)
+            for p, group, c, r in zip(prepared, samples, cached, recomputed, strict=True)
         ]
 
     def _blank(self, p: _Prepared, s: _Sample) -> bool:
@@ -188,15 +191,17 @@ class VLLMPolicy:
             return False
         return is_blank_step(self.tokenizer, s.ids, p.request.sampling.delimiter)
 
-    def _continue_blank(self, prepared: list[_Prepared], samples: list[list[_Sample]]) -> None:
-        """Continue blank samples past their leading delimiter (one batched call per retry)."""
+    def _continue_blank(self, prepared: list[_Prepared], samples: list[list[_Sample]]) -> list[int]:
+        """Continue blank samples past their leading delimiter (one batched call per retry);
+        returns, per request, the prompt tokens the continuations prefilled again (charged)."""
         from vllm.inputs import TokensPrompt
 
+        recomputed = [0] * len(prepared)
         for attempt in range(BLANK_RETRIES):
             todo = [(i, k) for i, p in enumerate(prepared) for k, s in enumerate(samples[i])
                     if self._blank(p, s)]
             if not todo:
-                return
+                return recomputed
             prompts, params = [], []
             for i, k in todo:
                 p, s = prepared[i], samples[i][k]
@@ -204,8 +209,11 @@ class VLLMPolicy:
                 prompts.append(TokensPrompt(prompt_token_ids=p.ids + s.ids))
                 params.append(self._params(p, 1, seed, p.max_new - len(s.ids)))
             outputs = self.llm.generate(prompts, params, use_tqdm=False)
-            for (i, k), out in zip(todo, outputs, strict=True):
+            for (i, k), out, prompt in zip(todo, outputs, prompts, strict=True):
+                length = len(prompt["prompt_token_ids"])
+                recomputed[i] += length - min(int(out.num_cached_tokens or 0), length)
                 _absorb(samples[i][k], out.outputs[0])
+        return recomputed
 
     def _output(self, p: _Prepared, s: _Sample) -> StepOutput:
         """Cut one finished sample the way the transformers backend does."""

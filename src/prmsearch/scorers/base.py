@@ -48,7 +48,8 @@ class Scorer(Protocol):
 
     @property
     def num_parameters(self) -> int:
-        """Parameter count, used for the FLOP estimate (2 x parameters x tokens)."""
+        """Parameter count. A backend that knows its model's shape also carries ``cost``
+        (a :class:`prmsearch.costs.ModelCost`) for the FLOP formula."""
         ...
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:

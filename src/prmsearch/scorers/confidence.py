@@ -18,6 +18,7 @@ import torch
 from prmsearch.engines.loading import (
     count_parameters,
     load_tokenizer,
+    module_cost,
     quiet_loading,
     resolve_device,
     resolve_dtype,
@@ -55,6 +56,8 @@ class PolicyConfidenceScorer:
         self.delimiter = delimiter
         self.batch_size = batch_size
         self._parameters = count_parameters(self.model)
+        # reads every token's probability: the output head runs at every token
+        self.cost = module_cost(self.model, self.model.config, logits_everywhere=True)
 
     @property
     def num_parameters(self) -> int:

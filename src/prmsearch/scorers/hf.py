@@ -49,6 +49,7 @@ from prmsearch.engines.loading import (
     free_accelerator_memory,
     is_oom,
     load_tokenizer,
+    module_cost,
     quiet_loading,
     resolve_device,
     resolve_dtype,
@@ -203,6 +204,16 @@ def load_prm_model(cfg: HFPRMConfig, fmt_head: str, device: torch.device,
     return model.to(device).eval()
 
 
+def _score_head(kind: str, net: Any) -> str | None:
+    """The attribute name of the score head charged per read position (None: the LM head)."""
+    if kind in ("qwen", "value"):
+        return "head"
+    if kind == "token-cls":
+        names = {name.split(".")[0] for name, _ in net.named_parameters()}
+        return "score" if "score" in names else "classifier"
+    return None
+
+
 class HFPRMScorer:
     """A :class:`~prmsearch.scorers.base.Scorer` running a PRM family with transformers."""
 
@@ -247,6 +258,7 @@ class HFPRMScorer:
         self._score_limit = cfg.score_cache_entries if caching else 0
         self._scores: OrderedDict[bytes, float] = OrderedDict()
         self._num_parameters = count_parameters(net)
+        self.cost = module_cost(net, base_config, score_head=_score_head(fmt.head, net))
         text_cfg = base_config.get_text_config() if hasattr(base_config, "get_text_config") else \
             base_config
         self.max_length: int | None = getattr(text_cfg, "max_position_embeddings", None)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.vllm_engine import (
     build_llm,
     engine_config,
@@ -103,6 +104,7 @@ class VLLMPRMScorer:
                              pooler_config=PoolerConfig(step_tag_id=self.format.sep_id))
         self.max_length = max_model_len(self.llm)
         self._num_parameters = safetensors_parameters(folder)
+        self.cost = folder_cost(folder, score_head="score") or ModelCost.dense(self._num_parameters)
         self._limit = score_cache_entries
         self._scores: OrderedDict[bytes, float] = OrderedDict()
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from prmsearch.answers import AnswerMatcher, extract_answer
+from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
 from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores, check_scores
 from prmsearch.search.aggregation import Aggregation, path_score
@@ -203,8 +204,8 @@ class Driver:
         self.config = config or RunConfig()
         self.matcher = matcher or AnswerMatcher()
         self.stats = RunStats()
-        self._policy_params = int(getattr(policy, "num_parameters", 0) or 0)
-        self._scorer_params = int(getattr(scorer, "num_parameters", 0) or 0)
+        self._policy_cost = backend_cost(policy)
+        self._scorer_cost = backend_cost(scorer)
         sampling = self.config.sampling
         self._full_sampling = SamplingParams(
             temperature=sampling.temperature,
@@ -249,7 +250,7 @@ class Driver:
             active = [job for job, _ in expanding]
             if not active:
                 break
-            self._expand_round(expanding)
+            self._expand_round(expanding, score=strategy.needs_scores)
             still = []
             for job in active:
                 if job.error is not None:
@@ -289,7 +290,10 @@ class Driver:
                 raise ValueError(f"strategy asked for {count} children of node {node}")
 
     # ------------------------------------------------------------------ one round
-    def _expand_round(self, expanding: list[tuple[_Job, Expand]]) -> None:
+    def _expand_round(self, expanding: list[tuple[_Job, Expand]], score: bool = True) -> None:
+        """Generate every job's requests in one policy call, write the children, then score the
+        new paths in one scorer call (skipped for a strategy that reads no scores: its steps
+        keep NaN scores and its ledger no PRM compute)."""
         per_job: list[tuple[_Job, list[GenerationRequest]]] = []
         for job, expand in expanding:
             per_job.append((job, self._requests(job, expand)))
@@ -302,8 +306,9 @@ class Driver:
                 continue
             reply, spans, score_requests = self._write_children(job, expand, requests, gens)
             job.reply = reply
-            score_jobs.append((job, score_requests))
-            pending[id(job)] = spans
+            if score:
+                score_jobs.append((job, score_requests))
+                pending[id(job)] = spans
         scored = self._batched(score_jobs, self.scorer.score, self._check_scores, "scorer")
         for job, requests in score_jobs:
             results = scored.get(id(job))
@@ -393,9 +398,14 @@ class Driver:
             ledger.charge_generation(
                 n=request.n,
                 generated=gen.tokens_generated,
-                computed=gen.prompt_tokens_computed,
+                computed=gen.prompt_tokens_computed + gen.prompt_tokens_recomputed,
                 cached=gen.prompt_tokens_cached,
-                parameters=self._policy_params,
+                flops=self._policy_cost.generation_flops(
+                    cached=gen.prompt_tokens_cached,
+                    computed=gen.prompt_tokens_computed,
+                    sample_tokens=gen.sample_tokens(),
+                    recomputed=gen.prompt_tokens_recomputed,
+                ),
             )
             children = []
             for sample in gen.samples:
@@ -472,7 +482,9 @@ class Driver:
         job.ledger.charge_scoring(
             computed=result.tokens_computed,
             cached=result.tokens_cached,
-            parameters=self._scorer_params,
+            flops=self._scorer_cost.scoring_flops(
+                cached=result.tokens_cached, computed=result.tokens_computed, steps=len(request.steps)
+            ),
         )
         count = last - first + 1
         for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):

@@ -1,7 +1,7 @@
 """The compute ledger: what a search spent, charged by the driver the same way for every strategy.
 
-Counts are exact integers (FLOPs included, as 2 x parameters x tokens computed), so per-problem
-ledgers add up to the total exactly. ``wall_s`` of a problem is the time it spent in the batch;
+Counts are exact integers (FLOPs included, by the one formula of :mod:`prmsearch.costs`), so
+per-problem ledgers add up to the total exactly. ``wall_s`` of a problem is the time it spent in the batch;
 the total's ``wall_s`` is the run's wall-clock time, not a sum.
 """
 
@@ -24,8 +24,10 @@ class Ledger:
         prm_calls: score requests sent to the PRM (one per scored path).
         prm_tokens_computed: tokens the PRM ran through its model.
         prm_tokens_cached: tokens whose PRM result was reused.
-        policy_flops: 2 x policy parameters x (prompt tokens computed + generated tokens).
-        prm_flops: 2 x PRM parameters x PRM tokens computed.
+        policy_flops: the policy's forward FLOPs over prompt tokens computed and generated tokens
+            (:meth:`prmsearch.costs.ModelCost.generation_flops`).
+        prm_flops: the PRM's forward FLOPs over the tokens it computed
+            (:meth:`prmsearch.costs.ModelCost.scoring_flops`); 0 for a strategy that reads no score.
         wall_s: seconds the problem spent in the search (the run's wall clock for a total).
     """
 
@@ -46,23 +48,21 @@ class Ledger:
         """Policy plus PRM FLOPs."""
         return self.policy_flops + self.prm_flops
 
-    def charge_generation(
-        self, *, n: int, generated: int, computed: int, cached: int, parameters: int
-    ) -> None:
+    def charge_generation(self, *, n: int, generated: int, computed: int, cached: int, flops: int) -> None:
         """Charge one generation request."""
         self.policy_calls += 1
         self.generations += n
         self.generated_tokens += generated
         self.prompt_tokens_computed += computed
         self.prompt_tokens_cached += cached
-        self.policy_flops += 2 * parameters * (computed + generated)
+        self.policy_flops += flops
 
-    def charge_scoring(self, *, computed: int, cached: int, parameters: int) -> None:
+    def charge_scoring(self, *, computed: int, cached: int, flops: int) -> None:
         """Charge one score request."""
         self.prm_calls += 1
         self.prm_tokens_computed += computed
         self.prm_tokens_cached += cached
-        self.prm_flops += 2 * parameters * computed
+        self.prm_flops += flops
 
     def add(self, other: Ledger) -> None:
         """Add ``other``'s counts into this ledger (wall time included)."""

@@ -88,6 +88,12 @@ class BoundStrategy:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def needs_scores(self) -> bool:
+        """Whether the driver must score this strategy's steps (configs say so with a
+        ``needs_scores`` property; one without it is assumed to read scores)."""
+        return bool(getattr(self.config, "needs_scores", True))
+
     def start(self, tree: SearchTree, rng: np.random.Generator) -> SearchGenerator:
         """A fresh search generator over ``tree``."""
         return self.spec.algorithm(tree, self.config, rng)

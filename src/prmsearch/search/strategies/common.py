@@ -41,6 +41,12 @@ class SearchConfig:
         object.__setattr__(self, "aggregation", Aggregation.parse(self.aggregation))
         object.__setattr__(self, "selection", Selection.parse(self.selection))
 
+    @property
+    def needs_scores(self) -> bool:
+        """Whether the strategy reads step scores. The driver asks the PRM only when it does, so a
+        PRM-free strategy is charged no PRM compute. Tree searches always read them."""
+        return True
+
 
 def require_divides(config: SearchConfig, width: int) -> None:
     """Validate a beam-style width against the budget: 1 <= width <= n and n % width == 0."""

@@ -1,7 +1,8 @@
 """Parallel sampling: best-of-N, self-consistency and PRM-weighted voting.
 
 All three generate N whole solutions in one round (one request with ``n=N``, stopping only at
-the end of the solution); the driver splits each into step nodes and the PRM scores every step.
+the end of the solution); the driver splits each into step nodes and, unless the selection is a
+plain majority vote (which reads no score), the PRM scores every step.
 They differ only in the final selection: ``argmax`` of the aggregated score (best-of-N,
 Cobbe et al. 2021), ``majority`` vote over answers (self-consistency, Wang et al. 2022), or the
 PRM-weighted vote (Uesato et al. 2022).
@@ -20,19 +21,29 @@ from prmsearch.tree import ROOT, SearchTree
 
 
 @dataclass(frozen=True)
-class BestOfNConfig(SearchConfig):
+class SamplingConfig(SearchConfig):
+    """Config of the parallel-sampling strategies: PRM-free exactly when the selection is a
+    plain majority vote (its ties then break on the earliest sample, never on a score)."""
+
+    @property
+    def needs_scores(self) -> bool:
+        return self.selection is not Selection.MAJORITY
+
+
+@dataclass(frozen=True)
+class BestOfNConfig(SamplingConfig):
     """``n`` whole solutions; pick by ``selection`` (argmax of the ``aggregation`` score)."""
 
 
 @dataclass(frozen=True)
-class SelfConsistencyConfig(SearchConfig):
+class SelfConsistencyConfig(SamplingConfig):
     """``n`` whole solutions; majority vote over their answers."""
 
     selection: Selection = Selection.MAJORITY
 
 
 @dataclass(frozen=True)
-class WeightedVoteConfig(SearchConfig):
+class WeightedVoteConfig(SamplingConfig):
     """``n`` whole solutions; each answer weighted by its paths' aggregated PRM scores."""
 
     selection: Selection = Selection.WEIGHTED
@@ -55,9 +66,13 @@ class GreedyConfig(SearchConfig):
         if self.n != 1:
             raise ValueError(f"n must be 1 for greedy decoding (it makes one solution), got {self.n}")
 
+    @property
+    def needs_scores(self) -> bool:
+        return False
+
 
 def greedy(tree: SearchTree, cfg: GreedyConfig, rng: np.random.Generator) -> SearchGenerator:
-    """Decode one whole solution at temperature 0 (scored, but the PRM chooses nothing)."""
+    """Decode one whole solution at temperature 0 (never scored: the PRM chooses nothing)."""
     ((leaf,),) = yield Expand(((ROOT, 1),), full_solution=True, greedy=True)
     return Choice(leaf, (leaf,))
 
