@@ -84,3 +84,10 @@ def test_prm_pipeline_smoke_run(tmp_path):
     assert set(report["prms"]) == {"checker+synthetic", "checker", "mc", "consensus"}
     assert report["references"]["exact checker (oracle)"]["f1"] == 1.0
     assert (out / "prm-checker" / "model.safetensors").exists()
+    # chosen on validation; the test split is read once, for the chosen PRM (and references)
+    from prmsearch.prm.arith_pipeline import best_source
+
+    assert report["chosen"] == best_source(report) in report["prms"]
+    assert set(report["test"]) == {f"PRM: {report['chosen']}", "policy-confidence (no PRM)",
+                                   "exact checker (oracle)"}
+    assert report["config"]["validation_problems"] == 4

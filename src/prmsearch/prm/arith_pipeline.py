@@ -49,6 +49,7 @@ class PipelineConfig:
     rollouts: int = 4
     heldout_problems: int = 100
     heldout_samples: int = 4
+    validation_problems: int = 200
     test_problems: int = 200
     search_n: int = 16
     temperature: float = 0.8
@@ -74,6 +75,7 @@ class PipelineConfig:
             rollouts=2,
             heldout_problems=4,
             heldout_samples=2,
+            validation_problems=4,
             test_problems=4,
             search_n=4,
             synthetic_problems=8,
@@ -138,21 +140,28 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
         check_solution(p, s.steps).first_error for p in heldout for s in held if s.problem_id == p.id
     ]
     held_pairs = [(s.question, s.steps) for p in heldout for s in held if s.problem_id == p.id]
+    validation = load_split("validation", cfg.validation_problems)
     test = load_split("test", cfg.test_problems)
 
+    def search_figures(scorer, problems) -> dict:
+        n, t, seed = cfg.search_n, cfg.temperature, cfg.seed
+        return {
+            "best_of_n": search_accuracy(policy, scorer, problems, "best_of_n", n, temperature=t, seed=seed),
+            "weighted_vote": search_accuracy(
+                policy, scorer, problems, "weighted_vote", n, temperature=t, seed=seed
+            ),
+            "beam": search_accuracy(policy, scorer, problems, "beam", n, temperature=t, seed=seed, width=4),
+        }
+
     def evaluate(scorer) -> dict:
+        """Held-out F1 and search accuracy on the VALIDATION split: what variants are chosen by."""
         scores = score_solutions(scorer, [q for q, _ in held_pairs], [s for _, s in held_pairs])
         f1 = first_error_report(held_labels, scores, 0.5)
-        n, t, seed = cfg.search_n, cfg.temperature, cfg.seed
         return {
             "f1": f1.f1,
             "acc_erroneous": f1.accuracy_erroneous,
             "acc_correct": f1.accuracy_correct,
-            "best_of_n": search_accuracy(policy, scorer, test, "best_of_n", n, temperature=t, seed=seed),
-            "weighted_vote": search_accuracy(
-                policy, scorer, test, "weighted_vote", n, temperature=t, seed=seed
-            ),
-            "beam": search_accuracy(policy, scorer, test, "beam", n, temperature=t, seed=seed, width=4),
+            **search_figures(scorer, validation),
         }
 
     stream = load_split("train", cfg.train_problems + cfg.synthetic_problems)
@@ -206,6 +215,23 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
             lambda: evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu")),
         ),
         "exact checker (oracle)": cached(out / "eval-oracle.json", lambda: evaluate(CheckerScorer())),
+    }
+    # The choice is made on validation; the test split is read once, for the chosen PRM and the
+    # references and baselines it is compared with (none of which is chosen by it).
+    chosen = best_source(report)
+    report["chosen"] = chosen
+    report["test"] = {
+        f"PRM: {chosen}": cached(
+            out / f"test-{chosen}.json",
+            lambda: search_figures(HFPRMScorer(out / f"prm-{chosen}", "qwen-prm", device="cpu"), test),
+        ),
+        "policy-confidence (no PRM)": cached(
+            out / "test-policy-confidence.json",
+            lambda: search_figures(PolicyConfidenceScorer(str(policy_dir), device="cpu"), test),
+        ),
+        "exact checker (oracle)": cached(
+            out / "test-oracle.json", lambda: search_figures(CheckerScorer(), test)
+        ),
     }
     report["baselines"] = {
         "majority": search_accuracy(
@@ -261,14 +287,18 @@ def _label_stats(solutions: Sequence[LabelledSolution]) -> dict:
 
 
 def best_source(report: dict) -> str:
-    """The label source whose PRM guided search best (weighted vote, then F1)."""
+    """The label source whose PRM guided search best ON VALIDATION (weighted vote + beam, then
+    held-out F1); the test split plays no part in the choice."""
     prms = report["prms"]
     return max(prms, key=lambda s: (prms[s]["weighted_vote"] + prms[s]["beam"], prms[s]["f1"]))
 
 
 def markdown(report: dict) -> str:
+    """The validation table every variant is chosen by, then the test figures of the choice."""
     n = report["config"]["search_n"]
     lines = [
+        "Validation (the choice is made here):",
+        "",
         f"| scorer | first-error F1 | best-of-{n} | weighted-vote-{n} | beam-{n} |",
         "|---|---|---|---|---|",
     ]
@@ -279,10 +309,23 @@ def markdown(report: dict) -> str:
             f"| {name} | {r['f1']:.3f} | {100 * r['best_of_n']:.1f}% | "
             f"{100 * r['weighted_vote']:.1f}% | {100 * r['beam']:.1f}% |"
         )
+    if report.get("test"):
+        lines += [
+            "",
+            f"Test, read once (chosen on validation: {report.get('chosen')}):",
+            "",
+            f"| scorer | best-of-{n} | weighted-vote-{n} | beam-{n} |",
+            "|---|---|---|---|",
+        ]
+        for name, r in report["test"].items():
+            lines.append(
+                f"| {name} | {100 * r['best_of_n']:.1f}% | {100 * r['weighted_vote']:.1f}% | "
+                f"{100 * r['beam']:.1f}% |"
+            )
     b = report.get("baselines", {})
     if b:
         lines.append(
-            f"\nBaselines: greedy {100 * b['greedy']:.1f}%, majority-{n} {100 * b['majority']:.1f}%."
+            f"\nTest baselines: greedy {100 * b['greedy']:.1f}%, majority-{n} {100 * b['majority']:.1f}%."
         )
     return "\n".join(lines)
 
@@ -364,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy_dir = Path(args.policy) if args.policy else default_policy_path()
     report = run(policy_dir, Path(args.out), cfg, base_dir=Path(args.base) if args.base else None)
     if args.ship:
-        best = best_source(report)
+        best = report["chosen"]  # chosen on validation (best_source)
         target = default_policy_path().parent / "prm"
         if target.exists():
             shutil.rmtree(target)
