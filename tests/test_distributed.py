@@ -102,18 +102,21 @@ def test_ray_resumes_a_partial_run(tmp_path, ray_cluster):
     assert comparable(resumed) == expected  # none lost, none twice
 
 
-@pytest.mark.filterwarnings("ignore:No artists")  # an empty summary plots no lines
 def test_cli_bench_ray_flags_reach_the_runner(tmp_path, monkeypatch):
     import prmsearch.benchmarks.sweep as sweep_module
-    from prmsearch.benchmarks.results import ResultsFolder
+    from prmsearch.benchmarks.results import ResultRow, ResultsFolder
     from prmsearch.cli import main
 
     seen = {}
 
-    def fake_run_sweep(config, problems, out, **kw):
+    def fake_run_sweep(config, problems, out, **kw):  # writes every row (a gap would exit 1)
         seen.update(kw)
         folder = ResultsFolder(out)
-        folder.open(config.to_dict(), resume=False)
+        done = folder.open(config.to_dict(), resume=kw["resume"])
+        for strategy, budget, seed in config.expected_cells():
+            for p in problems:
+                if (p.qid, strategy, budget, seed) not in done:
+                    folder.append(ResultRow(p.qid, strategy, budget, seed, None, p.gold, False, None))
         return folder
 
     monkeypatch.setattr(sweep_module, "run_sweep", fake_run_sweep)

@@ -33,7 +33,7 @@ FLOORS = {
     "cli": 8,
 }
 SIBLINGS = {frozenset({"policies", "scorers"}), frozenset({"prm", "perf"})}
-GROUND = {"tree", "answers", "registry", "seeding"}
+GROUND = {"tree", "answers", "registry", "seeding", "costs"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.
 PROTOCOLS = {"prmsearch.policies.base", "prmsearch.scorers.base"}
 

@@ -88,3 +88,30 @@ def test_questions_outside_the_embedded_domain_get_a_note():
     policy, scorer = synthetic_backends(depth=2)
     result = Searcher(policy, scorer, "beam", n=4, annotate=domain_note)("What is love?")
     assert result.answer is not None and "outside that domain" in result.notes[0]
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t"])
+def test_blank_questions_are_refused_up_front(blank):
+    from prmsearch import Searcher, solve
+    from prmsearch.benchmarks.sweep import SweepProblem
+
+    policy, scorer = synthetic_backends(depth=2)
+    searcher = Searcher(policy, scorer, "beam", n=4)
+    with pytest.raises(ValueError, match=r"question 1 is (empty|blank)"):
+        searcher.run(["What is 2+3?", blank])
+    assert policy.calls == []  # refused before any search
+    with pytest.raises(ValueError, match=r"question 0 is (empty|blank)"):
+        solve(blank, policy, scorer, n=4)
+    with pytest.raises(ValueError, match=r"SweepProblem.question must be a non-empty string"):
+        SweepProblem("p0", blank, "1")
+
+
+def test_backend_names_that_cannot_load_are_clear_errors():
+    from prmsearch.api import MissingModelError, resolve_policy, resolve_scorer
+
+    with pytest.raises(ValueError, match=r"neither a registered policy name .* nor an existing model folder"):
+        resolve_policy("/no/such/folder")
+    with pytest.raises(MissingModelError, match=r"needs a model"):
+        resolve_policy("hf")
+    with pytest.raises(MissingModelError, match=r"scorer 'policy-confidence' needs a model"):
+        resolve_scorer("policy-confidence")

@@ -243,7 +243,8 @@ def test_majority_ties_break_on_the_earliest_sample_not_on_a_score():
     # 2-2 tie; the PRM would prefer "7" (0.9), but self-consistency reads no score
     solutions = ["a \\boxed{5}", "b \\boxed{7}", "c \\boxed{5}", "d \\boxed{7}"]
     scores = {"a \\boxed{5}": 0.1, "b \\boxed{7}": 0.9, "c \\boxed{5}": 0.1, "d \\boxed{7}": 0.9}
-    result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), make_strategy("self_consistency", n=4))
+    strategy = make_strategy("self_consistency", n=4)
+    result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), strategy)
     assert result.answer == "5"
 
 

@@ -175,3 +175,156 @@ def test_cli_bench_writes_results_and_summary(tmp_path, capsys):
     ]
     assert main([*args, "--resume"]) == 0  # nothing left to run: the same summary again
     assert len(list(ResultsFolder(tmp_path).rows())) == 9
+
+
+# --- a single budget with the best-of-N family (share_bon_samples on) ---
+
+
+@pytest.mark.parametrize(
+    "strategies",
+    [
+        ("best_of_n", "beam"),  # one family member: nothing to derive
+        ("self_consistency", "best_of_n", "weighted_vote"),  # siblings: derived at the one budget
+        ("greedy", "weighted_vote", "beam"),
+    ],
+)
+@pytest.mark.parametrize("budget", [1, 4])
+def test_single_budget_sweeps_with_the_bon_family(tmp_path, strategies, budget):
+    config = SweepConfig(strategies=strategies, budgets=(budget,), share_bon_samples=True)
+    folder = sweep(tmp_path, config)
+    keys = [(r["qid"], r["strategy"], r["budget"], r["seed"]) for r in folder.rows()]
+    expected = {(p.qid, *cell) for p in PROBLEMS for cell in config.expected_cells()}
+    assert len(keys) == len(set(keys)) and set(keys) == expected
+
+
+def bench_args(out, name, policy, scorer, *flags):
+    """``prmsearch bench`` arguments over ``policy`` and ``scorer``, registered as ``name``."""
+    from prmsearch import register_policy, register_scorer
+
+    register_policy(name, lambda **_: policy, replace=True)
+    register_scorer(name, lambda **_: scorer, replace=True)
+    return ["bench", "--out", str(out), "--policy", name, "--prm", name, "--no-progress", *flags]
+
+
+def test_cli_bench_with_one_budget_and_best_of_n(tmp_path, capsys):
+    from prmsearch.cli import main
+
+    flags = ["--strategies", "best_of_n,beam", "--budgets", "4", "--limit", "3", "--json"]
+    assert main(bench_args(tmp_path, "test-one-budget", *synthetic_backends(depth=2), *flags)) == 0
+    summary = json.loads(capsys.readouterr().out)
+    runs = [(r["strategy"], r["budget"], r["n"]) for r in summary["runs"]]
+    assert runs == [("beam", 4, 3), ("best_of_n", 4, 3)] and summary["missing"] == []
+
+
+# --- --retry-errors: rows that ended in an error are run again and replaced ---
+
+
+def flaky_backends(broken: set[str]):
+    """Synthetic backends whose policy fails (like a server outage) for the questions in ``broken``;
+    empty the set to bring the "server" back."""
+    policy, scorer = synthetic_backends(depth=2)
+    original = policy.script
+
+    def script(question, steps, index, seed):
+        if question in broken:
+            raise RuntimeError("HTTP 503 from the policy server")
+        return original(question, steps, index, seed)
+
+    policy.script = script
+    return policy, scorer
+
+
+RETRY_CONFIG = SweepConfig(strategies=("greedy", "beam", "best_of_n", "weighted_vote"), budgets=(2, 4),
+                           share_bon_samples=True, chunk=2)  # fmt: skip
+
+
+def test_retry_errors_replaces_errored_rows_once(tmp_path):
+    broken = {"problem 1", "problem 3"}
+    policy, scorer = flaky_backends(broken)
+    run = dict(policy=policy, scorer=scorer, grade=grade, matcher=AnswerMatcher(), progress=False)
+    folder = run_sweep(RETRY_CONFIG, PROBLEMS, tmp_path / "out", **run)
+    assert {r["qid"] for r in folder.rows() if r["error"]} == {"p1", "p3"}
+    before = folder.results_path.read_text()
+    run_sweep(RETRY_CONFIG, PROBLEMS, tmp_path / "out", resume=True, **run)
+    assert folder.results_path.read_text() == before  # a plain resume never re-runs an error
+
+    broken.clear()  # the server is back
+    folder = run_sweep(RETRY_CONFIG, PROBLEMS, tmp_path / "out", resume=True, retry_errors=True, **run)
+    lines = [json.loads(line) for line in folder.results_path.read_text().splitlines()]
+    keys = [(r["qid"], r["strategy"], r["budget"], r["seed"]) for r in lines]
+    assert len(keys) == len(set(keys))  # replaced, never duplicated, on disk too
+    assert not any(r["error"] for r in lines)
+    clean = sweep(tmp_path / "clean", RETRY_CONFIG)
+    assert _comparable(folder) == _comparable(clean)  # the same rows as a run without the outage
+
+
+def test_retry_errors_needs_resume(tmp_path):
+    with pytest.raises(ValueError, match="needs resume=True"):
+        sweep(tmp_path, retry_errors=True)
+
+
+def _row(qid, error=None):
+    from prmsearch.benchmarks.results import ResultRow
+
+    return ResultRow(qid, "beam", 4, 0, None if error else "1", "1", error is None, None, error=error)
+
+
+def test_a_replacement_killed_before_compaction_counts_once(tmp_path):
+    """Kill after the new row is appended but before the rewrite: the last row for a key wins."""
+    folder = ResultsFolder(tmp_path)
+    folder.open({"c": 1}, resume=False)
+    for row in (_row("a", error="ServerError: down"), _row("b"), _row("a")):
+        folder.append(row)
+    (tmp_path / "results.jsonl.tmp").write_text('{"torn": ')  # and a rewrite killed half-way
+    rows = list(folder.rows())
+    assert [(r["qid"], r["error"]) for r in rows] == [("b", None), ("a", None)] and not folder.error_keys()
+    assert ResultsFolder(tmp_path).open({"c": 1}, resume=True) == {("a", "beam", 4, 0), ("b", "beam", 4, 0)}
+    assert len(folder.results_path.read_text().splitlines()) == 2  # the resume compacted the file
+
+
+def test_cli_bench_retry_errors(tmp_path, capsys):
+    from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.cli import main
+
+    broken = {load_dataset("arith", limit=3)[1].question}
+    flags = ["--strategies", "beam", "--budgets", "4", "--limit", "3", "--json"]
+    args = bench_args(tmp_path, "test-flaky", *flaky_backends(broken), *flags)
+    assert main(args) == 0  # every problem has its row; one of them is an error
+    assert json.loads(capsys.readouterr().out)["runs"][0]["errors"] == 1
+    broken.clear()
+    assert main([*args, "--resume", "--retry-errors"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["errors"] == 0
+    assert len(ResultsFolder(tmp_path).results_path.read_text().splitlines()) == 3
+
+
+# --- gaps: every problem of every cell must end with a row ---
+
+
+def test_summary_counts_rows_against_problems():
+    rows = [{"qid": "p0", "strategy": "beam", "budget": 4, "seed": 0, "correct": True, "ledger": None}]
+    cells = [("beam", 4, 0), ("beam", 4, 1)]
+    summary = summarize(rows, "toy", 2, cells)
+    assert summary["missing"] == [
+        {"strategy": "beam", "budget": 4, "seed": 0, "rows": 1, "missing": 1},
+        {"strategy": "beam", "budget": 4, "seed": 1, "rows": 0, "missing": 2},
+    ]
+    note = "**Incomplete**: 3 rows missing: beam n=4 seed 0: 1 of 2 rows (1 missing)"
+    assert note in markdown_table(summary)
+    assert summarize(rows, "toy", 1, cells[:1])["missing"] == []
+
+
+def test_cli_bench_exits_non_zero_on_a_gap(tmp_path, capsys, monkeypatch):
+    import prmsearch.benchmarks.sweep as sweep_module
+    from prmsearch.cli import main
+
+    real_run_sweep = sweep_module.run_sweep
+
+    def lossy_run_sweep(config, problems, out, **kw):  # loses the last problem's rows
+        return real_run_sweep(config, problems[:-1], out, **kw)
+
+    monkeypatch.setattr(sweep_module, "run_sweep", lossy_run_sweep)
+    flags = ["--strategies", "greedy,beam", "--budgets", "4", "--limit", "3"]
+    assert main(bench_args(tmp_path, "test-gap", *synthetic_backends(depth=2), *flags)) == 1
+    err = capsys.readouterr().err
+    assert "incomplete: 2 rows missing: greedy n=1 seed 0: 2 of 3 rows (1 missing); beam n=4 seed 0" in err
+    assert "Traceback" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from prmsearch.answers import AnswerMatcher
@@ -14,16 +15,56 @@ from prmsearch.search.protocol import BoundStrategy, as_strategy
 from prmsearch.seeding import problem_seed
 
 
+def _looks_local(name: str) -> bool:
+    """Whether a model name is meant as a local folder (a Hub id is ``owner/name``)."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+
+
+def _check_model_path(name: str, kind: str, names: Sequence[str]) -> None:
+    """Refuse a model ``name`` that is a local path which does not exist, before any loader
+    (which would import torch and fail with a Hub error about repo ids)."""
+    if _looks_local(name) and not Path(name).expanduser().exists():
+        raise ValueError(
+            f"{kind} {name!r} is neither a registered {kind} name ({', '.join(names)}) nor an existing "
+            "model folder; give one of those names, a model folder, or a Hub id such as 'owner/model'"
+        )
+
+
+class MissingModelError(ValueError):
+    """A registered backend (``kind`` "policy" or "scorer") named ``name`` needs a model path."""
+
+    def __init__(self, message: str, *, kind: str, name: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+
+
+def _needs_model(exc: TypeError) -> bool:
+    """Whether a factory's TypeError says a required ``model`` argument was not given."""
+    return "required" in str(exc) and "'model'" in str(exc)
+
+
 def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
     """A policy object as is; a registered backend name; otherwise a model path for ``hf``.
 
-    ``None`` means the embedded default (the project's tiny arithmetic policy).
+    ``None`` means the embedded default (the project's tiny arithmetic policy). A local path
+    that does not exist, and a backend name without the model it needs, are ValueErrors.
     """
     if policy is None:
         return make_policy("arith", **kwargs)
     if isinstance(policy, str):
         if policy in POLICIES:
-            return make_policy(policy, **kwargs)
+            try:
+                return make_policy(policy, **kwargs)
+            except TypeError as exc:
+                if "model" in kwargs or not _needs_model(exc):
+                    raise
+                raise MissingModelError(
+                    f"policy backend {policy!r} needs a model: pass resolve_policy({policy!r}, model=...)",
+                    kind="policy",
+                    name=policy,
+                ) from exc
+        _check_model_path(policy, "policy", POLICIES.names())
         return make_policy("hf", model=policy, **kwargs)
     return policy
 
@@ -38,14 +79,36 @@ def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwa
         return make_scorer("arith", **kwargs)
     if isinstance(scorer, str):
         if scorer in SCORERS:
-            return make_scorer(scorer, **kwargs)
+            try:
+                return make_scorer(scorer, **kwargs)
+            except TypeError as exc:
+                if "model" in kwargs or not _needs_model(exc):
+                    raise
+                raise MissingModelError(
+                    f"scorer {scorer!r} needs a model: pass the PRM model with its family, "
+                    f"resolve_scorer(<model path or Hub id>, family={scorer!r})",
+                    kind="scorer",
+                    name=scorer,
+                ) from exc
         if family is None:
             raise ValueError(
                 f"scorer {scorer!r} is not a registered scorer name; to load it as a model, "
                 f"also give its PRM family (one of {', '.join(SCORERS.names())})"
             )
+        SCORERS.entry(family)  # an unknown family lists the known ones
+        _check_model_path(scorer, "scorer", SCORERS.names())
         return make_scorer(family, model=scorer, **kwargs)
     return scorer
+
+
+def check_questions(questions: Sequence[str]) -> None:
+    """Refuse a question that is not a string or holds nothing but whitespace, by its index."""
+    for index, question in enumerate(questions):
+        if not isinstance(question, str):
+            raise ValueError(f"question {index} must be a string, got {type(question).__name__}")
+        if not question.strip():
+            what = "empty" if not question else f"blank ({question!r:.40})"
+            raise ValueError(f"question {index} is {what}; give the question text")
 
 
 class Searcher:
@@ -98,8 +161,13 @@ class Searcher:
         seeds: Sequence[int] | None = None,
         on_result: Callable[[int, SearchResult], None] | None = None,
     ) -> list[SearchResult]:
-        """Search all ``questions`` together (one batched backend call per round)."""
+        """Search all ``questions`` together (one batched backend call per round).
+
+        An empty or blank question is a ValueError naming its index (its search would only
+        fail much later, in the PRM).
+        """
         questions = list(questions)
+        check_questions(questions)
         if seeds is None:
             seeds = [problem_seed(self.seed, q) for q in questions]
         driver = Driver(self.policy, self.scorer, self.config, self.matcher)

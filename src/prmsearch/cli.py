@@ -1,37 +1,135 @@
-"""Command line: ``prmsearch solve | strategies`` (more subcommands register themselves here)."""
+"""Command line: ``prmsearch solve | strategies | bench`` (more subcommands register themselves
+here).
+
+Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
+the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
+own errors are one line too. Library messages that give a Python-API fix (``on_error='skip'``,
+``path=...``) are rewritten to the flag that does the same (:func:`cli_text`). ``bench`` exits 1
+when the sweep is incomplete (rows missing, or stopped because the server looks down).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
-from prmsearch.api import Searcher, resolve_policy, resolve_scorer
-from prmsearch.policies.base import SamplingParams
-from prmsearch.search.protocol import STRATEGIES, strategy_spec
+from prmsearch.api import MissingModelError, Searcher, resolve_policy, resolve_scorer
+from prmsearch.policies.base import POLICIES, SamplingParams, make_policy
+from prmsearch.search.protocol import STRATEGIES, BoundStrategy, as_strategy, strategy_spec
 
 
-def _parse_option(text: str) -> tuple[str, object]:
-    """``key=value`` with the value read as JSON when it parses (numbers, booleans), else text."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"strategy options look like key=value, got {text!r}")
+class FlagError(ValueError):
+    """A bad command-line value, as one line: the flag, the value, what is wrong and the fix."""
+
+    def __init__(self, flag: str, value: object, problem: str) -> None:
+        shown = f" {value!r}" if value is not None else ""
+        super().__init__(f"{flag}{shown}: {_one_line(problem)}")
+        self.flag = flag
+        self.value = value
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    """``text`` with its whitespace runs (newlines included) folded to single spaces, cut short."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+#: Python-API fixes that library messages give, and the flags that do the same (in this order).
+_API_FIXES: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = (
+    (r"use 'jsonl' with path=\.\.\. \(and the field names\)",
+     "pass --dataset FILE.jsonl (and --question-field/--answer-field for other field names)"),
+    (r"on_error='skip'", "--skip-bad-rows"),
+    (r"\b(question|answer|id)_field=", lambda m: f"--{m.group(1)}-field "),
+    (r"\bpath='([^']*)'", lambda m: f"--dataset-path {m.group(1)}"),
+    (r"\bpath=\.\.\.", "--dataset-path FILE.jsonl"),
+    (r"\bsplit=", "--split "),
+    (r"\blimit=N\b", "--limit N"),
+    (r"\bshuffle_seed=", "--shuffle-seed "),
+)  # fmt: skip
+
+
+def cli_text(error: BaseException | str) -> str:
+    """An error message for the command line: one line, with the Python-API fixes that library
+    messages give (``pass on_error='skip'``, ``path=...``) replaced by the matching flags."""
+    text = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+    if isinstance(error, FileNotFoundError) and error.filename and error.strerror is not None:
+        text = f"{error.strerror}: {error.filename}"
+    for pattern, replacement in _API_FIXES:
+        text = re.sub(pattern, replacement, text)
+    return _one_line(text)
+
+
+#: What a flag's value can raise when it is bad (a backend that cannot load raises OSError, a
+#: factory missing an argument TypeError, a missing extra ImportError).
+_BAD_VALUE = (ValueError, KeyError, TypeError, OSError, ImportError)
+
+
+@contextmanager
+def flag_context(flag: str, value: object, fix: str = "") -> Iterator[None]:
+    """Turn a bad-value error raised inside into a :class:`FlagError` for ``flag``, with ``fix``
+    appended when given."""
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+        yield
+    except FlagError:
+        raise
+    except _BAD_VALUE as exc:
+        raise FlagError(flag, value, cli_text(exc) + (f"; {fix}" if fix else "")) from exc
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse with one-line errors that point at ``--help`` (not the whole usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an int >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def option_type(form: str) -> Callable[[str], tuple[str, object]]:
+    """An argparse type for ``-o``: ``key=value`` with the value read as JSON when it parses
+    (numbers, booleans), else text; ``form`` (e.g. ``KEY=VALUE (e.g. width=4)``) goes into the error."""
+
+    def parse(text: str) -> tuple[str, object]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"strategy options look like {form}, got {text!r}")
+        try:
+            return key, json.loads(value)
+        except json.JSONDecodeError:
+            return key, value
+
+    return parse
 
 
 def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags choosing one strategy and its options (``solve``)."""
     parser.add_argument("--strategy", default="beam", help="strategy name (see `prmsearch strategies`)")
-    parser.add_argument("--n", type=int, default=16, help="compute budget in generations")
+    parser.add_argument("--n", type=int_at_least(1), default=16, help="compute budget in generations")
     parser.add_argument(
         "--option",
         "-o",
         action="append",
-        type=_parse_option,
+        type=option_type("KEY=VALUE (e.g. width=4)"),
         default=[],
         metavar="KEY=VALUE",
         help="strategy option, e.g. -o width=4 -o aggregation=min (repeatable)",
@@ -51,43 +149,120 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--max-step-tokens", type=int, default=256)
+    parser.add_argument("--max-step-tokens", type=int_at_least(1), default=256)
     parser.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
-    parser.add_argument("--max-depth", type=int, default=32)
+    parser.add_argument("--max-depth", type=int_at_least(1), default=32)
 
 
 def _unescape(text: str) -> str:
     """Let shell users write the delimiter as ``\\n\\n``."""
-    return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
+    if "\\" not in text:
+        return text
+    with flag_context("--delimiter", text, "write escapes as \\n or \\t, e.g. --delimiter '\\n\\n'"):
+        return text.encode("utf-8").decode("unicode_escape")
+
+
+#: SamplingParams fields and the flags that set them.
+_SAMPLING_FLAGS = {
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_new_tokens": "--max-step-tokens",
+    "delimiter": "--delimiter",
+}
+
+
+def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
+    """The sampling parameters of the flags; a bad value names its flag."""
+    values = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_new_tokens": args.max_step_tokens,
+        "delimiter": _unescape(args.delimiter),
+    }
+    try:
+        return SamplingParams(**values)
+    except ValueError as exc:
+        field = next((f for f in _SAMPLING_FLAGS if str(exc).startswith(f)), "temperature")
+        raise FlagError(_SAMPLING_FLAGS[field], values[field], str(exc)) from None
+
+
+def load_policy(name: str | None, backend: str | None):
+    """The policy of ``--policy`` (and ``--policy-backend``); a failure names the flag."""
+    if backend is not None:
+        if not name:
+            raise FlagError("--policy-backend", backend, "needs --policy MODEL (a model folder or Hub id)")
+        with flag_context("--policy-backend", backend):
+            POLICIES.entry(backend)  # an unknown backend lists the known ones
+    try:
+        return make_policy(backend, model=name) if backend is not None else resolve_policy(name)
+    except MissingModelError as exc:
+        fix = f"pass --policy MODEL --policy-backend {name}"
+        raise FlagError("--policy", name, f"policy backend {name!r} needs a model: {fix}") from exc
+    except ValueError as exc:
+        raise FlagError("--policy", name, cli_text(exc)) from exc
+    except _BAD_VALUE as exc:
+        fix = f"give a registered policy ({', '.join(POLICIES.names())}), or a model folder or Hub id"
+        raise FlagError("--policy", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+def load_scorer(name: str | None, family: str | None):
+    """The PRM scorer of ``--prm`` (and ``--prm-family``); a failure names the flag."""
+    from prmsearch.scorers.base import SCORERS
+
+    names = ", ".join(SCORERS.names())
+    if family is not None:
+        if not name:
+            raise FlagError("--prm-family", family, "needs --prm MODEL (a PRM model folder or Hub id)")
+        with flag_context("--prm-family", family):
+            SCORERS.entry(family)  # an unknown family lists the known ones
+    elif name is not None and name not in SCORERS:
+        fix = "to load it as a PRM model also give --prm-family FAMILY (one of those names)"
+        raise FlagError("--prm", name, f"not a registered scorer ({names}); {fix}")
+    try:
+        return resolve_scorer(name, family)
+    except MissingModelError as exc:
+        fix = f"pass --prm MODEL --prm-family {name}"
+        raise FlagError("--prm", name, f"scorer {name!r} needs a model: {fix}") from exc
+    except ValueError as exc:
+        raise FlagError("--prm", name, cli_text(exc)) from exc
+    except _BAD_VALUE as exc:
+        fix = "give a registered scorer, or a PRM model folder or Hub id with --prm-family"
+        raise FlagError("--prm", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+def _option_text(options: dict[str, object]) -> str:
+    return " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in options.items())
+
+
+def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
+    """``--strategy`` with ``--n`` and ``-o`` options, bound; a bad value names its flag."""
+    with flag_context("--strategy", args.strategy):
+        strategy_spec(args.strategy)
+    options = dict(args.option)
+    options.setdefault("n", args.n)
+    flag = "-o/--option" if args.option else "--n"
+    value = _option_text(dict(args.option)) if args.option else args.n
+    with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
+        return as_strategy(args.strategy, options)
+
+
+def check_question(question: str) -> None:
+    """Refuse an empty or blank QUESTION before any model loads."""
+    if not question.strip():
+        raise FlagError("QUESTION", question, 'is empty or blank; give the question, e.g. "What is 2+3?"')
 
 
 def build_searcher(args: argparse.Namespace) -> Searcher:
-    """A Searcher from parsed search flags."""
-    options = dict(args.option)
-    options.setdefault("n", args.n)
-    sampling = SamplingParams(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_new_tokens=args.max_step_tokens,
-        delimiter=_unescape(args.delimiter),
-    )
-    if args.policy_backend and args.policy:
-        policy = resolve_policy(args.policy_backend, model=args.policy)
-    else:
-        policy = resolve_policy(args.policy)
-    scorer = resolve_scorer(args.prm, args.prm_family)
-    return Searcher(
-        policy,
-        scorer,
-        args.strategy,
-        sampling=sampling,
-        max_depth=args.max_depth,
-        seed=args.seed,
-        **options,
-    )
+    """A Searcher from parsed search flags (cheap checks first, then the models load)."""
+    sampling = sampling_from_flags(args)
+    strategy = strategy_from_flags(args)
+    policy = load_policy(args.policy, args.policy_backend)
+    scorer = load_scorer(args.prm, args.prm_family)
+    return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    check_question(args.question)
     searcher = build_searcher(args)
     result = searcher(args.question)
     if args.json:
@@ -123,50 +298,126 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv(kind):
-    def parse(text: str):
+def csv_of(kind: Callable[[str], Any], what: str, example: str) -> Callable[[str], tuple]:
+    """An argparse type: a non-empty comma-separated list of ``kind`` values (``what`` and
+    ``example`` go into the error)."""
+
+    def parse(text: str) -> tuple:
         try:
-            return tuple(kind(x) for x in text.split(",") if x.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+            values = tuple(kind(x.strip()) for x in text.split(",") if x.strip())
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list of {what}, e.g. {example}, got {text!r}"
+            ) from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one of {what}, e.g. {example}, got {text!r}")
+        return values
 
     return parse
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES, SweepConfig
+def bench_options(pairs: Sequence[tuple[str, object]], strategies: Sequence[str]) -> dict[str, dict]:
+    """``-o STRATEGY.KEY=VALUE`` pairs as per-strategy option dicts; each names a swept strategy."""
+    options: dict[str, dict] = {}
+    for key, value in pairs:
+        strategy, dot, name = key.partition(".")
+        shown = f"{key}={value}"
+        if not dot or not strategy or not name:
+            fix = "bench options look like STRATEGY.KEY=VALUE, e.g. -o beam.width=4"
+            raise FlagError("-o/--option", shown, fix)
+        if strategy not in strategies:
+            fix = f"add {strategy} to --strategies ({','.join(strategies)}) or drop the option"
+            raise FlagError("-o/--option", shown, f"strategy {strategy!r} is not in the sweep; {fix}")
+        options.setdefault(strategy, {})[name] = value
+    return options
 
+
+def dataset_from_flags(name: str, path: str | None) -> tuple[str, str | None]:
+    """``--dataset`` and ``--dataset-path`` as (dataset name, path): a registered name as is, a
+    ``.jsonl`` file as the generic ``jsonl`` dataset with that path."""
+    from prmsearch.benchmarks.datasets import dataset_names, dataset_spec
+
+    if name in dataset_names():
+        return name, path
+    if name.endswith(".jsonl") or Path(name).expanduser().is_file():
+        if path is not None:
+            fix = "give the file once: --dataset FILE.jsonl, or --dataset jsonl --dataset-path FILE"
+            raise FlagError("--dataset", name, fix)
+        if not Path(name).expanduser().is_file():
+            fix = f"give an existing .jsonl file or a dataset name ({', '.join(dataset_names())})"
+            raise FlagError("--dataset", name, f"no such file; {fix}")
+        return "jsonl", name
+    with flag_context("--dataset", name):
+        dataset_spec(name)  # an unknown name lists the known ones
+    return name, path
+
+
+def check_bench_flags(args: argparse.Namespace) -> None:
+    """Flag combinations that cannot work, refused before anything loads."""
+    if args.retry_errors and not args.resume:
+        raise FlagError(
+            "--retry-errors", None, "needs --resume --out FOLDER (it re-runs that run's errored rows)"
+        )
+    if args.resume and not args.out:
+        raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
+    if args.ray_workers is not None and not (args.ray or args.ray_address):
+        raise FlagError("--ray-workers", args.ray_workers, "needs --ray or --ray-address")
+    if args.policy_backend is not None and not args.policy:
+        raise FlagError(
+            "--policy-backend", args.policy_backend, "needs --policy MODEL (a model folder or Hub id)"
+        )
+    if args.prm_family is not None and not args.prm:
+        raise FlagError("--prm-family", args.prm_family, "needs --prm MODEL (a PRM model folder or Hub id)")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    check_bench_flags(args)
     if args.recipe:
         return _bench_recipe(args)
-    options: dict[str, dict] = {}
-    for key, value in args.option:
-        strategy, dot, name = key.partition(".")
-        if not dot:
-            raise ValueError(f"bench options look like strategy.option=value, got {key!r}")
-        options.setdefault(strategy, {})[name] = value
-    config = SweepConfig(
-        dataset=args.dataset,
-        dataset_path=args.dataset_path,
-        split=args.split,
-        limit=args.limit,
-        shuffle_seed=args.shuffle_seed,
-        strategies=args.strategies or DEFAULT_STRATEGIES,
-        budgets=args.budgets,
-        seeds=args.seeds,
-        policy=args.policy,
-        policy_backend=args.policy_backend,
-        prm=args.prm,
-        prm_family=args.prm_family,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_step_tokens=args.max_step_tokens,
-        delimiter=_unescape(args.delimiter),
-        max_depth=args.max_depth,
-        options=options,
-        chunk=args.chunk,
-        subsample_bon=args.subsample_bon is not False,
-    )
-    return _run_bench(args, config)
+    config = bench_config(args)
+    return _run_bench(args, config, lambda: (load_policy(config.policy, config.policy_backend),
+                                             load_scorer(config.prm, config.prm_family)))  # fmt: skip
+
+
+def bench_config(args: argparse.Namespace):
+    """The SweepConfig of the bench flags; a bad value names its flag."""
+    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES, SweepConfig
+
+    strategies = args.strategies or DEFAULT_STRATEGIES
+    for name in strategies:
+        with flag_context("--strategies", name):
+            strategy_spec(name)  # an unknown name lists the known ones
+    options = bench_options(args.option, strategies)
+    dataset, dataset_path = dataset_from_flags(args.dataset, args.dataset_path)
+    sampling = sampling_from_flags(args)
+    flag, value = ("-o/--option", _option_text(dict(args.option))) if options else ("--budgets", args.budgets)
+    with flag_context(flag, value, "change the option with -o STRATEGY.KEY=VALUE, or --budgets"):
+        return SweepConfig(
+            dataset=dataset,
+            dataset_path=dataset_path,
+            split=args.split,
+            limit=args.limit,
+            shuffle_seed=args.shuffle_seed,
+            strategies=strategies,
+            budgets=args.budgets,
+            seeds=args.seeds,
+            policy=args.policy,
+            policy_backend=args.policy_backend,
+            prm=args.prm,
+            prm_family=args.prm_family,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_step_tokens=sampling.max_new_tokens,
+            delimiter=sampling.delimiter,
+            max_depth=args.max_depth,
+            options=options,
+            chunk=args.chunk,
+            share_bon_samples=args.share_bon_samples is not False,
+            question_field=args.question_field,
+            answer_field=args.answer_field,
+            id_field=args.id_field,
+            max_consecutive_failures=args.max_consecutive_failures,
+        )
 
 
 def _bench_recipe(args: argparse.Namespace) -> int:
@@ -175,65 +426,127 @@ def _bench_recipe(args: argparse.Namespace) -> int:
 
     from prmsearch.benchmarks.recipes import load_recipe
 
-    recipe = load_recipe(args.recipe)
-    config = recipe.sweep
+    with flag_context("--recipe", args.recipe, "give an existing YAML recipe, e.g. one of recipes/*.yaml"):
+        recipe = load_recipe(args.recipe)
+    overrides: dict[str, Any] = {"max_consecutive_failures": args.max_consecutive_failures}
     if args.limit is not None:
-        config = dataclasses.replace(config, limit=args.limit)
-    if args.subsample_bon is not None:
-        config = dataclasses.replace(config, subsample_bon=args.subsample_bon)
-    return _run_bench(args, config, backends=recipe.build_backends)
+        overrides["limit"] = args.limit
+    if args.share_bon_samples is not None:
+        overrides["share_bon_samples"] = args.share_bon_samples
+    for name in ("question_field", "answer_field", "id_field"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    config = dataclasses.replace(recipe.sweep, **overrides)
+
+    def backends():
+        with flag_context("--recipe", args.recipe, "fix the recipe's policy or prm section"):
+            return recipe.build_backends()
+
+    return _run_bench(args, config, backends, ray_backends=recipe.build_backends)
 
 
-def _run_bench(args: argparse.Namespace, config, backends=None) -> int:
-    """Load the dataset, run (or resume) the sweep, write and print the summary."""
-    from pathlib import Path
-
+def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
+    """The sweep's problems; a dataset that cannot be read names ``flag`` and the fix flags."""
     from prmsearch.benchmarks.datasets import load_dataset
-    from prmsearch.benchmarks.report import summary_markdown, write_reports
-    from prmsearch.benchmarks.sweep import SweepProblem, run_sweep, timestamped_folder
+    from prmsearch.benchmarks.sweep import SweepProblem
 
-    dataset = load_dataset(
-        config.dataset,
-        config.dataset_path,
-        split=config.split,
-        limit=config.limit,
-        shuffle_seed=config.shuffle_seed,
-    )
-    problems = [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
-    out = Path(args.out) if args.out else timestamped_folder("runs", config.dataset)
-    policy = scorer = runner = None
-    if getattr(args, "ray", False) or getattr(args, "ray_address", None):
-        from prmsearch.benchmarks.distributed import RayConfig, RayRunner
+    with flag_context(flag, value):
+        dataset = load_dataset(
+            config.dataset,
+            config.dataset_path,
+            split=config.split,
+            limit=config.limit,
+            shuffle_seed=config.shuffle_seed,
+            question_field=config.question_field,
+            answer_field=config.answer_field,
+            id_field=config.id_field,
+            on_error="skip" if skip_bad_rows else "raise",
+        )
+    if dataset.errors:
+        print(
+            f"prmsearch bench: skipped {len(dataset.errors)} bad dataset rows (--skip-bad-rows); the first: "
+            f"{cli_text(str(dataset.errors[0]))}",
+            file=sys.stderr,
+        )
+    return [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
 
+
+def _runner(args: argparse.Namespace, ray_backends):
+    """The Ray runner of ``--ray``/``--ray-address`` (None: run in this process)."""
+    if not (args.ray or args.ray_address):
+        return None
+    from prmsearch.benchmarks.distributed import RayConfig, RayRunner, import_ray
+
+    flag = "--ray-address" if args.ray_address else "--ray"
+    with flag_context(flag, args.ray_address):
+        import_ray()
         ray_config = RayConfig(address=args.ray_address, workers=args.ray_workers)
-        runner = RayRunner(ray_config, backends=backends)  # each actor builds its own backends
-    elif getattr(args, "ray_workers", None) is not None:
-        raise ValueError("--ray-workers needs --ray or --ray-address")
-    elif backends is not None:
-        policy, scorer = backends()
-    folder = run_sweep(
-        config,
-        problems,
-        out,
-        resume=args.resume,
-        progress=not args.no_progress,
-        policy=policy,
-        scorer=scorer,
-        runner=runner,
-    )
+    return RayRunner(ray_config, backends=ray_backends)  # each actor builds its own backends
+
+
+def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) -> int:
+    """Load the dataset, run (or resume) the sweep, write and print the summary; 1 when the
+    sweep is incomplete (it stopped on a dead server, or rows are missing)."""
+    from prmsearch.benchmarks.report import missing_text, summary_markdown, write_reports
+    from prmsearch.benchmarks.results import ResultsFolder, ResultsFolderError
+    from prmsearch.benchmarks.sweep import ServerDownError, run_sweep, timestamped_folder
+
+    flag, value = ("--recipe", args.recipe) if args.recipe else ("--dataset", args.dataset)
+    problems = load_problems(config, flag, value, args.skip_bad_rows)
+    name = config.dataset
+    if name == "jsonl" and config.dataset_path:
+        name = Path(config.dataset_path).stem
+    out = Path(args.out) if args.out else timestamped_folder("runs", name)
+    runner = _runner(args, ray_backends)
+    if out.exists() and not out.is_dir():
+        raise FlagError("--out", str(out), "is a file; give a folder (a new one, or a run to --resume)")
+    with flag_context("--out", str(out), "give a folder for the results"):
+        out.mkdir(parents=True, exist_ok=True)
+    stopped: ServerDownError | None = None
+    try:
+        folder = run_sweep(
+            config,
+            problems,
+            out,
+            resume=args.resume,
+            retry_errors=args.retry_errors,
+            progress=not args.no_progress,
+            policy=None,  # built by backends() when there is work, or by each Ray actor
+            scorer=None,
+            backends=None if runner is not None else backends,
+            runner=runner,
+        )
+    except ResultsFolderError as exc:
+        raise FlagError("--out", str(out), str(exc)) from None
+    except ServerDownError as exc:
+        stopped, folder = exc, ResultsFolder(out)
     qids = {p.qid for p in problems}
     rows = [r for r in folder.rows() if r["qid"] in qids]
-    summary = write_reports(folder.path, rows, config.dataset, len(problems))
+    summary = write_reports(folder.path, rows, config.dataset, len(problems), config.expected_cells())
     if args.json:
         print(json.dumps(summary))
     else:
         print(summary_markdown(summary))
         print(f"results: {folder.results_path}  summary: {folder.path / 'summary.json'}")
-    return 0
+    if stopped is not None:
+        print(
+            f"prmsearch bench: stopped: {stopped.failures} problems in a row failed with a connection error "
+            f"(the last: {_one_line(stopped.last_error, 300)}); the server looks down, so the remaining "
+            "problems were not run. When it is back, `prmsearch bench --resume --retry-errors --out "
+            f"{folder.path}` (with the same other flags) continues.",
+            file=sys.stderr,
+        )
+    if summary["missing"]:
+        print(
+            f"prmsearch bench: incomplete: {missing_text(summary['missing'], len(problems))}; "
+            f"`prmsearch bench --resume --out {folder.path}` (with the same other flags) runs them.",
+            file=sys.stderr,
+        )
+    return 1 if stopped is not None or summary["missing"] else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="prmsearch", description=__doc__)
+    parser = CliParser(prog="prmsearch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve one question with search")
@@ -249,34 +562,60 @@ def build_parser() -> argparse.ArgumentParser:
     strategies.set_defaults(func=cmd_strategies)
 
     bench = sub.add_parser("bench", help="sweep strategies x budgets x seeds over a dataset")
-    bench.add_argument("--dataset", default="arith", help="arith, math500, gsm8k, aime24, amc23, jsonl")
-    bench.add_argument("--dataset-path", default=None, help="local file of the dataset")
+    bench.add_argument(
+        "--dataset",
+        default="arith",
+        help="arith, math500, gsm8k, aime24, amc23, or a FILE.jsonl (rows with question and answer)",
+    )
+    bench.add_argument("--dataset-path", default=None, help="local file (or folder) of a named dataset")
+    bench.add_argument("--question-field", default=None, help="row field of the question (JSONL datasets)")
+    bench.add_argument("--answer-field", default=None, help="row field of the gold answer (JSONL datasets)")
+    bench.add_argument("--id-field", default=None, help="row field of a unique id (default: the line number)")
+    bench.add_argument(
+        "--skip-bad-rows", action="store_true", help="skip malformed dataset rows (see stderr)"
+    )
     bench.add_argument("--split", default=None)
-    bench.add_argument("--limit", type=int, default=None)
+    bench.add_argument("--limit", type=int_at_least(1), default=None)
     bench.add_argument("--shuffle-seed", type=int, default=None)
-    bench.add_argument("--strategies", type=_csv(str), default=None, help="comma-separated")
-    bench.add_argument("--budgets", type=_csv(int), default=(1, 4, 16))
-    bench.add_argument("--seeds", type=_csv(int), default=(0,))
+    strategies = csv_of(str, "strategy names", "beam,best_of_n")
+    bench.add_argument("--strategies", type=strategies, default=None, help="comma-separated")
+    bench.add_argument("--budgets", type=csv_of(int_at_least(1), "ints >= 1", "1,4,16"), default=(1, 4, 16))
+    bench.add_argument("--seeds", type=csv_of(int, "ints", "0,1,2"), default=(0,))
     bench.add_argument("--out", default=None, help="results folder (default: runs/<dataset>-<time>)")
-    bench.add_argument("--resume", action="store_true", help="continue the run in --out")
+    bench.add_argument("--resume", action="store_true", help="continue the run in --out (its missing rows)")
+    bench.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="with --resume: also re-run the problems whose row ended in an error (e.g. a server outage); "
+        "each new row replaces the old one",
+    )
+    bench.add_argument(
+        "--max-consecutive-failures",
+        type=int_at_least(0),
+        default=8,
+        metavar="K",
+        help="stop once K problems in a row failed with a connection error (the server looks down) "
+        "instead of spending every remaining problem's retries; 0 never stops (default: 8)",
+    )
     bench.add_argument("--recipe", default=None, help="a YAML recipe (recipes/*.yaml): backends and sweep")
-    bench.add_argument("--chunk", type=int, default=64, help="problems per batched search")
+    bench.add_argument("--chunk", type=int_at_least(1), default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")
     bench.add_argument("--no-progress", action="store_true")
     bench.add_argument(
-        "--subsample-bon",
+        "--share-bon-samples",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="run best_of_n/self_consistency/weighted_vote once, at the largest budget, and derive "
-        "their other rows by re-selecting among its candidates (marked * in the summary; exact for "
-        "backends whose i-th sample depends only on the seed, such as the embedded ones); "
-        "--no-subsample-bon runs every cell (default: on; a recipe's own setting otherwise)",
+        help="best_of_n/self_consistency/weighted_vote draw the same samples when their options "
+        "differ only in the selection: run one of them per budget and re-select the others' rows "
+        "from its candidates (marked * in the summary; exact accuracy and costs, wall time not "
+        "measured); --no-share-bon-samples runs every cell (default: on; a recipe's own setting "
+        "otherwise)",
     )
     bench.add_argument("--ray", action="store_true", help="shard problems over a local Ray cluster")
     bench.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
     bench.add_argument(
         "--ray-workers",
-        type=int,
+        type=int_at_least(1),
         default=None,
         metavar="K",
         help="Ray actors, each with its own backends (default: one per GPU, else 2)",
@@ -285,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--option",
         "-o",
         action="append",
-        type=_parse_option,
+        type=option_type("STRATEGY.KEY=VALUE (e.g. beam.width=4)"),
         default=[],
         metavar="STRATEGY.KEY=VALUE",
         help="strategy option, e.g. -o beam.width=4 (repeatable)",
@@ -314,8 +653,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except FlagError as exc:
+        print(f"prmsearch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, KeyError, FileNotFoundError) as exc:
-        print(f"prmsearch: error: {exc}", file=sys.stderr)
+        print(f"prmsearch {args.command}: error: {cli_text(exc)}", file=sys.stderr)
         return 2
 
 

@@ -1,14 +1,16 @@
 """Summaries of a sweep: ``summary.json``, a markdown table and ``accuracy.png``.
 
 Accuracy comes with a seeded bootstrap 95% interval; costs are means per problem, taken from the
-ledgers the driver charged (so every strategy is costed the same way).
+ledgers the driver charged (so every strategy is costed the same way). Given the cells a sweep
+should have, the summary also counts each cell's rows against the problems: a cell with fewer
+rows than problems is listed under ``missing`` (and ``prmsearch bench`` exits non-zero).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +31,54 @@ def bootstrap_ci(correct: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SA
     return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
 
 
-def summarize(rows: Iterable[dict[str, Any]], dataset: str, n_problems: int) -> dict[str, Any]:
-    """Per (strategy, budget, seed): accuracy, its interval, mean costs and error count."""
-    cells: dict[tuple[str, int, int], list[dict]] = defaultdict(list)
+Cell = tuple[str, int, int]
+
+
+def missing_rows(counts: dict[Cell, int], expected: Sequence[Cell], n_problems: int) -> list[dict[str, Any]]:
+    """Each cell of ``expected`` with fewer than ``n_problems`` rows (``counts``: rows per cell):
+    its strategy, budget, seed, rows and missing rows, in ``expected`` order."""
+    out = []
+    for strategy, budget, seed in expected:
+        have = counts.get((strategy, int(budget), int(seed)), 0)
+        if have < n_problems:
+            cell = {"strategy": strategy, "budget": int(budget), "seed": int(seed)}
+            out.append({**cell, "rows": have, "missing": n_problems - have})
+    return out
+
+
+def summarize(
+    rows: Iterable[dict[str, Any]],
+    dataset: str,
+    n_problems: int,
+    cells: Sequence[Cell] | None = None,
+) -> dict[str, Any]:
+    """Per (strategy, budget, seed): accuracy, its interval, mean costs and error count.
+
+    With ``cells`` (every cell the sweep should have, e.g. ``SweepConfig.expected_cells()``),
+    ``missing`` lists the cells with fewer rows than ``n_problems`` (see :func:`missing_rows`).
+    """
+    cells_rows: dict[Cell, list[dict]] = defaultdict(list)
     for row in rows:
-        cells[(row["strategy"], int(row["budget"]), int(row["seed"]))].append(row)
+        cells_rows[(row["strategy"], int(row["budget"]), int(row["seed"]))].append(row)
+    summary = _summary(cells_rows, dataset, n_problems)
+    if cells is not None:
+        counts = {cell: len(group) for cell, group in cells_rows.items()}
+        summary["missing"] = missing_rows(counts, cells, n_problems)
+    return summary
+
+
+def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int) -> dict[str, Any]:
+    """The summary of the cells that have rows: one run each, in key order."""
     runs = []
     for (strategy, budget, seed), group in sorted(cells.items()):
         correct = np.array([bool(r["correct"]) for r in group], dtype=np.float64)
         ledgers = [r["ledger"] for r in group if r.get("ledger")]
 
         def mean(key: str, ledgers=ledgers) -> float:
-            return float(np.mean([ledger[key] for ledger in ledgers])) if ledgers else float("nan")
+            """Mean over the rows that measured ``key`` (NaN when none did: e.g. the wall time
+            of rows re-selected from a sibling's run, which was not measured)."""
+            values = [ledger[key] for ledger in ledgers if ledger.get(key) is not None]
+            return float(np.mean(values)) if values else float("nan")
 
         runs.append(
             {
@@ -55,10 +93,15 @@ def summarize(rows: Iterable[dict[str, Any]], dataset: str, n_problems: int) -> 
                 "flops": mean("flops"),
                 "wall_s": mean("wall_s"),
                 "errors": sum(1 for r in group if r.get("error")),
-                "subsampled": bool(group[0].get("subsampled", False)),
+                "derived_from": group[0].get("derived_from"),
             }
         )
     return {"dataset": dataset, "n_problems": n_problems, "runs": runs}
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds for the table; ``-`` when not measured."""
+    return "-" if value is None or value != value else f"{value:.3f}"
 
 
 def markdown_table(summary: dict[str, Any]) -> str:
@@ -72,20 +115,36 @@ def markdown_table(summary: dict[str, Any]) -> str:
     derived = False
     for run in summary["runs"]:
         lo, hi = run["ci95"]
-        mark = "*" if run.get("subsampled") else ""
+        mark = "*" if run.get("derived_from") else ""
         derived = derived or bool(mark)
         lines.append(
             f"| {run['strategy']}{mark} | {run['budget']} | {run['seed']} | {100 * run['accuracy']:.1f}% | "
             f"{100 * lo:.1f}-{100 * hi:.1f} | {run['generated_tokens']:.0f} | {run['prm_tokens']:.0f} | "
-            f"{run['flops']:.3g} | {run['wall_s']:.3f} | {run['errors']} |"
+            f"{run['flops']:.3g} | {_seconds(run['wall_s'])} | {run['errors']} |"
         )
     if derived:
         lines += [
             "",
-            "\\* derived from the candidates of a run at the largest budget (`--subsample-bon`); "
-            "FLOPs and tokens scaled to the budget.",
+            "\\* re-selected from the candidates of a sibling's run at the same budget (same samples, "
+            "`--share-bon-samples`): accuracy and costs are exactly a real run's; wall time was not "
+            "measured (-).",
         ]
+    if summary.get("missing"):
+        lines += ["", f"**Incomplete**: {missing_text(summary['missing'], summary['n_problems'])}."]
     return "\n".join(lines) + "\n"
+
+
+def missing_text(missing: Sequence[dict[str, Any]], n_problems: int, limit: int = 8) -> str:
+    """One line naming the cells with missing rows and how many, e.g. ``3 rows missing: beam
+    n=4 seed 0: 46 of 48 rows (2 missing); ...``."""
+    total = sum(m["missing"] for m in missing)
+    parts = [
+        f"{m['strategy']} n={m['budget']} seed {m['seed']}: {m['rows']} of {n_problems} rows "
+        f"({m['missing']} missing)"
+        for m in missing[:limit]
+    ]
+    more = f"; and {len(missing) - limit} more cells" if len(missing) > limit else ""
+    return f"{total} rows missing: " + "; ".join(parts) + more
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -132,10 +191,16 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_reports(folder: Path, rows: Iterable[dict[str, Any]], dataset: str, n_problems: int) -> dict:
+def write_reports(
+    folder: Path,
+    rows: Iterable[dict[str, Any]],
+    dataset: str,
+    n_problems: int,
+    cells: Sequence[Cell] | None = None,
+) -> dict:
     """Write summary.json, summary.md (with accuracy at equal compute) and accuracy.png into
-    ``folder``; return the summary."""
-    summary = summarize(rows, dataset, n_problems)
+    ``folder``; return the summary (with ``missing`` when ``cells`` is given)."""
+    summary = summarize(rows, dataset, n_problems, cells)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (folder / "summary.md").write_text(summary_markdown(summary))
     plot_accuracy(summary, folder / "accuracy.png")

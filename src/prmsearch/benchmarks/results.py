@@ -4,6 +4,14 @@ Every row is flushed and fsynced as soon as its problem finishes, so a killed ru
 the problems in flight. Resuming reads the rows already there (ignoring a torn last line, which is
 cut off before appending), skips their keys, and never writes a key twice. A folder is tied to
 one configuration: resuming with a different one is refused rather than mixing results.
+
+Replacing a row (``prmsearch bench --resume --retry-errors`` re-runs the rows that ended in an
+error): the file is still only appended to, and **the last row for a key wins** when it is read
+(:meth:`ResultsFolder.rows`). When the run ends, :meth:`ResultsFolder.compact` rewrites the file
+with the winning rows only, into a temporary file that is fsynced and then renamed over
+``results.jsonl`` (``os.replace``, atomic). A kill at any moment therefore leaves either the old
+file (with a superseded row that readers skip) or the compacted one: nothing is lost and nothing
+is counted twice; the next :meth:`~ResultsFolder.open` compacts what a killed run left.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ class ResultRow:
 
     Built in one place per origin (:func:`prmsearch.benchmarks.sweep.result_row` for a search,
     :func:`~prmsearch.benchmarks.sweep.error_row` for a problem that could not be searched,
-    :func:`prmsearch.benchmarks.subsample.subsampled_rows` for a row derived from a larger run) and
+    :func:`prmsearch.benchmarks.siblings.sibling_row` for a row re-selected from a sibling's run) and
     written by :meth:`to_dict`, so every row has the same fields in the same order.
 
     Attributes:
@@ -54,7 +62,6 @@ class ResultRow:
         error: why the search failed (None when it ran).
         candidates: the strategy's final candidates (``answer``, ``group``, ``score``) for offline
             re-selection; None on rows that never had any (error rows).
-        subsampled_from: for a derived row, the budget of the run it was derived from.
         derived_from: for a row derived from a sibling strategy's run, that strategy.
     """
 
@@ -71,7 +78,6 @@ class ResultRow:
     ledger: Mapping[str, Any] | None = None
     error: str | None = None
     candidates: tuple[Mapping[str, Any], ...] | None = None
-    subsampled_from: int | None = None
     derived_from: str | None = None
 
     @property
@@ -79,9 +85,9 @@ class ResultRow:
         return (str(self.qid), str(self.strategy), int(self.budget), int(self.seed))
 
     @property
-    def subsampled(self) -> bool:
-        """Whether this row was derived from a run at a larger budget (marked * in summaries)."""
-        return self.subsampled_from is not None
+    def derived(self) -> bool:
+        """Whether this row was re-selected from a sibling strategy's run (marked * in summaries)."""
+        return self.derived_from is not None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object written to ``results.jsonl`` (optional fields only when set)."""
@@ -101,9 +107,6 @@ class ResultRow:
         }
         if self.candidates is not None:
             data["candidates"] = [dict(c) for c in self.candidates]
-        if self.subsampled_from is not None:
-            data["subsampled"] = True
-            data["subsampled_from"] = self.subsampled_from
         if self.derived_from is not None:
             data["derived_from"] = self.derived_from
         return data
@@ -126,7 +129,6 @@ class ResultRow:
             ledger=data.get("ledger"),
             error=data.get("error"),
             candidates=None if candidates is None else tuple(candidates),
-            subsampled_from=data.get("subsampled_from"),
             derived_from=data.get("derived_from"),
         )
 
@@ -188,6 +190,7 @@ class ResultsFolder:
             }
             self.manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         self._repair_torn_tail()
+        self.compact()  # a run killed between a replacement and its compaction
         return {row_key(row) for row in self.rows()}
 
     def _repair_torn_tail(self) -> None:
@@ -201,15 +204,46 @@ class ResultsFolder:
             with path.open("r+b") as handle:
                 handle.truncate(cut)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Every complete row in the results file (a torn last line is skipped)."""
+    def _lines(self) -> list[str]:
+        """Every complete line of the results file (a torn last line is left out)."""
         if not self.results_path.exists():
-            return
+            return []
         with self.results_path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.endswith("\n"):
-                    break
-                yield json.loads(line)
+            return [line for line in handle if line.endswith("\n")]
+
+    def _winners(self) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        """(line, row) of each key's last row, in file order, and how many rows were superseded."""
+        lines = self._lines()
+        rows = [json.loads(line) for line in lines]
+        last = {row_key(row): index for index, row in enumerate(rows)}
+        keep = sorted(last.values())
+        return [(lines[i], rows[i]) for i in keep], len(lines) - len(keep)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every complete row in the results file, one per key: the last row written for a key
+        supersedes earlier ones (a torn last line is skipped)."""
+        winners, _ = self._winners()
+        for _, row in winners:
+            yield row
+
+    def error_keys(self) -> set[RowKey]:
+        """Keys whose (last) row records an error: what ``--retry-errors`` runs again."""
+        return {row_key(row) for row in self.rows() if row.get("error")}
+
+    def compact(self) -> int:
+        """Rewrite the results file with one row per key (the last); returns how many superseded
+        rows were dropped. Atomic: a temporary file is written, fsynced and renamed over it."""
+        winners, dropped = self._winners()
+        if not dropped:
+            return 0
+        temporary = self.results_path.with_name(RESULTS + ".tmp")
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.writelines(line for line, _ in winners)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.results_path)
+        _fsync_folder(self.path)
+        return dropped
 
     def result_rows(self) -> Iterator[ResultRow]:
         """Every complete row, typed."""
@@ -223,6 +257,20 @@ class ResultsFolder:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def _fsync_folder(path: Path) -> None:
+    """Make a rename in ``path`` durable (a no-op where folders cannot be opened, e.g. Windows)."""
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:

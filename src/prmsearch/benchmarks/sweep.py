@@ -3,11 +3,22 @@
 The policy and scorer are loaded once and shared by every cell of the sweep. Each cell runs its
 pending problems through one :class:`~prmsearch.api.Searcher` in chunks (one batched driver run
 per chunk), and every finished problem is appended to ``results.jsonl`` at once.
+
+Every problem of every cell ends with exactly one row: a search that failed gets a row with its
+``error``. A resume runs the problems without a row; with ``retry_errors`` it also runs again the
+problems whose row has an error, and the new row replaces the old one (see
+:mod:`prmsearch.benchmarks.results` for why that is safe to kill at any moment).
+
+A dead server: once ``config.max_consecutive_failures`` problems in a row ended in a
+connection-type error (:func:`is_connection_error`), the sweep stops with
+:class:`ServerDownError` rather than spending the retries of every remaining problem; the
+problems not yet run have no row, and a resume with ``retry_errors`` continues.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,9 +28,9 @@ from typing import Any
 
 from prmsearch.api import Searcher, resolve_policy, resolve_scorer
 from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
-from prmsearch.benchmarks.subsample import append_subsampled
+from prmsearch.benchmarks.siblings import append_sibling_rows
 from prmsearch.benchmarks.sweep_config import SweepConfig
-from prmsearch.policies.base import Policy
+from prmsearch.policies.base import Policy, make_policy
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
 from prmsearch.seeding import problem_seed
@@ -27,17 +38,90 @@ from prmsearch.seeding import problem_seed
 
 @dataclass(frozen=True)
 class SweepProblem:
-    """One problem of a sweep: an id, the question and the gold answer."""
+    """One problem of a sweep: an id, the question and the gold answer.
+
+    A blank id or question is refused here, so that it cannot fail the whole chunk it would be
+    searched with.
+    """
 
     qid: str
     question: str
     gold: str
 
+    def __post_init__(self) -> None:
+        for name in ("qid", "question"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"SweepProblem.{name} must be a non-empty string, got {value!r:.80}")
+
+
+#: Exception names that, in a row's ``error`` (the driver writes ``"Name: message"``), mean the
+#: backend could not serve the problem: the HTTP policies'
+#: :class:`~prmsearch.engines.http.ServerError` and :class:`~prmsearch.engines.http.ServerTimeout`
+#: (raised once all retries of a refused connection, a timeout, a 5xx or a malformed answer are
+#: spent; a 4xx refusal is not counted, see ``_REFUSED``), and Python's and httpx's connection
+#: errors (another backend's). A problem that is itself bad fails with other errors.
+CONNECTION_ERRORS = (
+    "ServerError",
+    "ServerTimeout",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "ConnectionAbortedError",
+    "BrokenPipeError",
+    "TimeoutError",
+    "ConnectError",
+    "ConnectTimeout",
+    "RemoteProtocolError",
+)
+_CONNECTION = re.compile(r"\b(?:" + "|".join(CONNECTION_ERRORS) + r"):")
+#: A ServerError for an HTTP 4xx answer: the server is up and refused this request.
+_REFUSED = re.compile(r"refused the request with HTTP 4\d\d")
+
+
+def is_connection_error(error: str | None) -> bool:
+    """Whether a row's ``error`` says the backend could not be reached (not that the problem is
+    bad): it names one of :data:`CONNECTION_ERRORS` as ``Name:``, and is not a 4xx refusal."""
+    return bool(error) and _CONNECTION.search(error) is not None and _REFUSED.search(error) is None
+
+
+class ServerDownError(RuntimeError):
+    """The sweep stopped early: ``failures`` problems in a row failed with a connection-type
+    error (the last one's error is ``last_error``); rows written so far are in ``folder``."""
+
+    def __init__(self, folder: Path, failures: int, last_error: str) -> None:
+        super().__init__(
+            f"{failures} problems in a row failed with a connection error (the last: "
+            f"{last_error[:300]}); the server looks down, so the sweep stopped. When it is back, "
+            f"run_sweep(..., resume=True, retry_errors=True) on {folder} continues."
+        )
+        self.folder = folder
+        self.failures = failures
+        self.last_error = last_error
+
+
+@dataclass
+class FailureStreak:
+    """Counts problems in a row whose rows have a connection-type error (any other row resets)."""
+
+    limit: int
+    count: int = 0
+    last_error: str = ""
+
+    def update(self, row: ResultRow) -> bool:
+        """Count ``row``; True once ``limit`` (> 0) problems in a row failed to connect."""
+        if is_connection_error(row.error):
+            self.count += 1
+            self.last_error = str(row.error)
+        else:
+            self.count = 0
+        return 0 < self.limit <= self.count
+
 
 def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
     """The policy and scorer of a sweep, loaded once."""
     if config.policy_backend and config.policy:
-        policy = resolve_policy(config.policy_backend, model=config.policy)
+        policy = make_policy(config.policy_backend, model=config.policy)
     else:
         policy = resolve_policy(config.policy)
     return policy, resolve_scorer(config.prm, config.prm_family)
@@ -106,8 +190,10 @@ def run_sweep(
     out: Path,
     *,
     resume: bool = False,
+    retry_errors: bool = False,
     policy: Policy | None = None,
     scorer: Scorer | None = None,
+    backends: Callable[[], tuple[Policy, Scorer]] | None = None,
     grade: Callable[[str | None, str], bool] | None = None,
     progress: bool = True,
     matcher=None,
@@ -115,11 +201,22 @@ def run_sweep(
 ) -> ResultsFolder:
     """Run every cell of ``config`` over ``problems``, appending rows to ``out/results.jsonl``.
 
-    ``runner`` (e.g. :class:`~prmsearch.benchmarks.distributed.RayRunner`) runs the chunks
-    elsewhere and hands their rows back; this process stays the only writer of the folder.
+    ``resume`` runs only the problems without a row; ``retry_errors`` (with ``resume``) also
+    runs again those whose row has an error, each new row replacing the old one.
+    ``policy``/``scorer`` are used as given; otherwise ``backends()`` (default: from ``config``)
+    builds them, only when something is left to run. ``runner`` (e.g.
+    :class:`~prmsearch.benchmarks.distributed.RayRunner`) runs the chunks elsewhere and hands
+    their rows back; this process stays the only writer of the folder.
+
+    Raises :class:`ServerDownError` when ``config.max_consecutive_failures`` problems in a row
+    failed with a connection-type error (the rows written so far are kept).
     """
+    if retry_errors and not resume:
+        raise ValueError("retry_errors=True re-runs the errored rows of an earlier run; it needs resume=True")
     folder = ResultsFolder(Path(out))
     done = folder.open(config.to_dict(), resume=resume)
+    if retry_errors:
+        done -= folder.error_keys()  # run again; the new row supersedes the old one
     if grade is None:
         from prmsearch.benchmarks.grading import is_equivalent
 
@@ -134,11 +231,23 @@ def run_sweep(
         if pending:
             todo.append((strategy, budget, seed, pending))
     total = sum(len(p) for *_, p in todo)
-    if total:
-        _run_todo(config, todo, folder, done, policy, scorer, grade, matcher, runner, progress)
-    if config.subsample_bon:
-        append_subsampled(folder, config, done, grade)
+    try:
+        if total:
+            build = _backend_factory(config, policy, scorer, backends)
+            _run_todo(config, todo, folder, done, build, grade, matcher, runner, progress)
+        if config.share_bon_samples:
+            append_sibling_rows(folder, config, done, grade)
+    finally:
+        folder.compact()  # one row per key on disk, once the replacements are written
     return folder
+
+
+def _backend_factory(config: SweepConfig, policy, scorer, backends) -> Callable[[], tuple[Policy, Scorer]]:
+    """What gives the sweep its backends: the objects passed in, else ``backends``, else the
+    config's (called only when there is work)."""
+    if policy is not None and scorer is not None:
+        return lambda: (policy, scorer)
+    return backends or (lambda: build_backends(config))
 
 
 def clear_backend_caches(*backends: Any) -> None:
@@ -150,16 +259,21 @@ def clear_backend_caches(*backends: Any) -> None:
             clear()
 
 
-def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, matcher, runner, progress):
+def _run_todo(config, todo, folder, done: set[RowKey], build, grade, matcher, runner, progress):
+    """Run the pending chunks of ``todo`` (here with the backends of ``build()``, or on ``runner``)
+    and append each row as it comes; stop with :class:`ServerDownError` on a dead server."""
     bar = _progress_bar(sum(len(p) for *_, p in todo), progress)
+    streak = FailureStreak(config.max_consecutive_failures)
 
-    def emit(row: ResultRow) -> None:  # the single writer: a key is never written twice
+    def emit(row: ResultRow) -> None:  # the single writer: a key is written once per run
         key = row.key
         if key in done:
             return
         folder.append(row)
         done.add(key)
         bar.update(1)
+        if streak.update(row):
+            raise ServerDownError(folder.path, streak.count, streak.last_error)
 
     try:
         chunks = [
@@ -171,8 +285,7 @@ def _run_todo(config, todo, folder, done: set[RowKey], policy, scorer, grade, ma
             bar.set_description(runner.describe())
             runner.run(config, chunks, emit, grade=grade, matcher=matcher)
             return
-        if policy is None or scorer is None:
-            policy, scorer = build_backends(config)
+        policy, scorer = build()
         cell: tuple[str, int, int] | None = None
         for strategy, budget, seed, chunk in chunks:
             if cell != (strategy, budget, seed):  # one searcher per cell, as its chunks are adjacent
@@ -196,7 +309,8 @@ def chunk_rows(
 ) -> None:
     """Search one chunk in one batched run and ``emit`` each problem's row as it finishes.
 
-    A failure the driver could not contain gives the problems not yet emitted an error row.
+    A failure the driver could not contain gives the problems not yet emitted an error row;
+    :class:`ServerDownError` (raised by ``emit``) stops the chunk and leaves them without one.
     """
     emitted: set[int] = set()
 
@@ -208,6 +322,8 @@ def chunk_rows(
     seeds = [problem_seed(seed, p.question) for p in chunk]
     try:
         searcher.run([p.question for p in chunk], seeds=seeds, on_result=write)
+    except ServerDownError:
+        raise
     except Exception as exc:  # a failure the driver could not contain: record and go on
         message = f"sweep failed: {type(exc).__name__}: {exc}"
         for index, problem in enumerate(chunk):

@@ -1,7 +1,7 @@
 """What a sweep runs: the strategies, budgets, seeds, backends and options, and which cells run.
 
-Kept apart from the sweep runner so that the best-of-N-family derivation (``subsample``) and the
-runner (``sweep``) both read it without importing each other. ``family_sources`` lives here because
+Kept apart from the sweep runner so that the best-of-N-family siblings (``siblings``) and the
+runner (``sweep``) both read it without importing each other. ``family_runners`` lives here because
 it decides which cells a sweep runs.
 """
 
@@ -16,8 +16,9 @@ from typing import Any
 from prmsearch.policies.base import SamplingParams
 from prmsearch.search.protocol import strategy_spec
 
-#: Strategies whose candidates are independent whole solutions from one round.
-SUBSAMPLABLE = ("best_of_n", "self_consistency", "weighted_vote")
+#: The best-of-N family: independent whole solutions from one round, told apart only by the
+#: final selection, so siblings with equal configs draw the same samples.
+FAMILY = ("best_of_n", "self_consistency", "weighted_vote")
 
 DEFAULT_STRATEGIES = (
     "greedy",
@@ -40,6 +41,8 @@ class SweepConfig:
     Attributes:
         dataset: dataset name (see ``prmsearch.benchmarks.datasets``), ``arith`` by default.
         dataset_path: a local file for the dataset (default: its standard location).
+        question_field, answer_field, id_field: row fields of a JSONL dataset (None: the
+            dataset's own names, e.g. ``question`` and ``answer``).
         split: dataset split where the dataset has several (``arith``: test).
         limit: use only the first ``limit`` problems (after the seeded shuffle, if any).
         shuffle_seed: shuffle the problems with this seed before ``limit``.
@@ -51,11 +54,15 @@ class SweepConfig:
         options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
             DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
         chunk: problems per batched driver run.
-        subsample_bon: run the best-of-N family (best_of_n, self_consistency, weighted_vote)
-            only at the largest budget and derive the smaller budgets by subsampling its
-            candidates (rows marked ``subsampled``; see ``prmsearch.benchmarks.subsample``);
-            family members that draw the same samples (configs equal but for the selection) run
-            once, the others' rows at every budget are re-selected from its candidates.
+        share_bon_samples: best-of-N-family strategies whose configs differ only in the final
+            selection draw the same samples: run one of them per budget and re-select the others'
+            rows from its candidates (exact rows and costs; wall time not measured; see
+            :mod:`prmsearch.benchmarks.siblings`). Every budget is a real run.
+        max_consecutive_failures: stop the sweep once this many problems in a row ended in a
+            connection-type error (the server looks down; see
+            :func:`prmsearch.benchmarks.sweep.is_connection_error`) instead of spending the
+            retries of every remaining problem; 0 never stops. Operational, so not recorded in
+            the manifest: a resume may change it.
     """
 
     dataset: str = "arith"
@@ -77,7 +84,11 @@ class SweepConfig:
     max_depth: int = 32
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunk: int = 64
-    subsample_bon: bool = False
+    share_bon_samples: bool = False
+    question_field: str | None = None
+    answer_field: str | None = None
+    id_field: str | None = None
+    max_consecutive_failures: int = 8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -98,6 +109,13 @@ class SweepConfig:
             raise ValueError(f"limit must be >= 1, got {self.limit}")
         if self.chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {self.chunk}")
+        failures = self.max_consecutive_failures
+        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
+            raise ValueError(f"max_consecutive_failures must be an int >= 0 (0: no limit), got {failures!r}")
+        for name in ("question_field", "answer_field", "id_field"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{name} must be a non-empty string or None, got {value!r}")
         SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
         for cell in self.cells():
             self.strategy_options(cell[0], cell[1])
@@ -108,17 +126,25 @@ class SweepConfig:
     def cells(self) -> list[tuple[str, int, int]]:
         """Every (strategy, budget, seed) to run, greedy only at budget 1."""
         cells = []
-        sources = family_sources(self) if self.subsample_bon else {}
+        runners = family_runners(self) if self.share_bon_samples else {}
         for strategy in self.strategies:
             budgets = (1,) if strategy == "greedy" else self.budgets
-            if strategy in sources:
-                if sources[strategy] != strategy:
-                    continue  # a sibling: every budget is derived from its source's run
-                budgets = (max(self.budgets),)  # the smaller budgets are derived from this one
+            if runners.get(strategy, strategy) != strategy:
+                continue  # a sibling: every row is re-selected from its runner's run
             for budget in budgets:
                 for seed in self.seeds:
                     cells.append((strategy, budget, seed))
         return cells
+
+    def expected_cells(self) -> list[tuple[str, int, int]]:
+        """Every (strategy, budget, seed) that must end with one row per problem: the cells that
+        run plus the siblings derived from them (``share_bon_samples``); greedy only at budget 1."""
+        return [
+            (strategy, budget, seed)
+            for strategy in self.strategies
+            for budget in ((1,) if strategy == "greedy" else self.budgets)
+            for seed in self.seeds
+        ]
 
     def strategy_options(self, strategy: str, budget: int) -> dict[str, Any]:
         """Options of ``strategy`` at budget ``budget`` (validated by building the config)."""
@@ -138,8 +164,12 @@ class SweepConfig:
         data = dataclasses.asdict(self)
         for key in ("strategies", "budgets", "seeds"):
             data[key] = list(data[key])
-        if not self.subsample_bon:  # manifests written before the option existed still resume
-            del data["subsample_bon"]
+        if not self.share_bon_samples:  # manifests written before the option existed still resume
+            del data["share_bon_samples"]
+        for name in ("question_field", "answer_field", "id_field"):
+            if data[name] is None:  # likewise for the field names
+                del data[name]
+        del data["max_consecutive_failures"]  # operational: a resume may change it
         return data
 
 
@@ -152,20 +182,27 @@ def _sampling_key(strategy: str, options: Mapping[str, Any], budget: int) -> dic
     return fields
 
 
-def family_sources(config: SweepConfig) -> dict[str, str]:
+def family_runners(config: SweepConfig) -> dict[str, str]:
     """For each best-of-N-family strategy of ``config``, the family strategy whose run it reads.
 
-    A strategy whose config (all but ``selection``) equals an earlier family strategy's reads that
-    one's rows; the others read their own.
+    Strategies whose configs are equal but for the final selection draw the same samples: one of
+    them runs (the runner) and the others' rows are re-selected from its candidates at the same
+    budget (:mod:`prmsearch.benchmarks.siblings`). The runner is the first that reads scores when
+    any of them does (a PRM-free run has no scores to re-select by), else the first.
     """
     largest = max(config.budgets)
-    sources: dict[str, str] = {}
-    runners: list[tuple[str, dict[str, Any]]] = []
-    for strategy in (s for s in config.strategies if s in SUBSAMPLABLE):
+    groups: list[tuple[dict[str, Any], list[str]]] = []
+    for strategy in (s for s in config.strategies if s in FAMILY):
         key = _sampling_key(strategy, config.strategy_options(strategy, largest), largest)
-        source = next((name for name, other in runners if other == key), None)
-        if source is None:
-            runners.append((strategy, key))
-            source = strategy
-        sources[strategy] = source
-    return sources
+        group = next((members for other, members in groups if other == key), None)
+        if group is None:
+            groups.append((key, [strategy]))
+        else:
+            group.append(strategy)
+    runners: dict[str, str] = {}
+    for _, members in groups:
+        scored = [s for s in members if strategy_spec(s).configure(
+            **config.strategy_options(s, largest)).needs_scores]
+        runner = (scored or members)[0]
+        runners.update({s: runner for s in members})
+    return runners
