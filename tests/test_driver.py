@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from helpers import synthetic_backends, synthetic_scores, synthetic_script
@@ -10,7 +11,7 @@ from helpers import synthetic_backends, synthetic_scores, synthetic_script
 from prmsearch import Searcher
 from prmsearch.policies.base import Finish, Generation, StepOutput
 from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
-from prmsearch.scorers.base import StepScores
+from prmsearch.scorers.base import ContextLengthError, StepScores
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.ledger import Ledger
 
@@ -143,3 +144,56 @@ def test_result_serialises_to_json():
     assert len(data["steps"]) == len(data["step_scores"])
     assert data["ledger"]["generations"] == result.ledger.generations
     assert data["tree"]["step_text"][result.node] == result.steps[-1]
+
+
+class ShortContextScorer(ScriptedScorer):
+    """A scripted PRM whose context holds at most ``limit`` steps (like a real one's tokens)."""
+
+    def __init__(self, limit: int, scores=None) -> None:
+        super().__init__(scores or {}, default=0.5)
+        self.limit = limit
+
+    def score(self, requests):
+        for i, request in enumerate(requests):
+            if len(request.steps) > self.limit:
+                raise ContextLengthError(f"request {i}: {len(request.steps)} steps, context {self.limit}")
+        return super().score(requests)
+
+
+def test_a_path_longer_than_the_prm_context_ends_as_a_leaf_not_a_failure():
+    # one branch finishes in 2 steps, the other would need 4: the PRM reads at most 3
+    script = {
+        (): ["short", "long"],
+        ("short",): ["\\boxed{1}"],
+        ("long",): ["l2"],
+        ("long", "l2"): ["l3"],
+        ("long", "l2", "l3"): ["\\boxed{2}"],
+    }
+    scorer = ShortContextScorer(limit=3, scores={"long": 0.9, "short": 0.1})  # beam follows "long"
+    others = ["What is 1?", "What is 2?"]  # batched with other problems: only this one is affected
+    searcher = Searcher(ScriptedPolicy(script), scorer, "beam", n=2, width=2)
+    results = searcher.run(["q", *others])
+    result = results[0]
+    assert result.error is None and result.answer == "2"  # the search finished, with the leaf it had
+    assert any("outgrew the PRM's context" in note for note in result.notes)
+    tree = result.tree
+    deep = [n for n in range(1, len(tree)) if tree.depth[n] == 4]
+    assert deep and all(math.isnan(tree.score[n]) and tree.terminal[n] for n in deep)  # unscored leaf
+    assert all(r.error is None for r in results)
+    # a non-final step past the context ends the path there, truncated
+    script[("long", "l2", "l3")] = ["l4"]
+    script[("long", "l2", "l3", "l4")] = ["\\boxed{2}"]
+    result = Searcher(ScriptedPolicy(script), scorer, "beam", n=2, width=2)("q")
+    assert result.error is None
+    cut = [n for n in range(1, len(result.tree)) if result.tree.depth[n] == 4]
+    assert cut and all(result.tree.truncated[n] and result.tree.terminal[n] for n in cut)
+    assert not [n for n in range(1, len(result.tree)) if result.tree.depth[n] == 5]  # never extended
+
+
+def test_other_scorer_failures_still_fail_the_problem():
+    class Broken(ScriptedScorer):
+        def score(self, requests):
+            raise RuntimeError("PRM server down")
+
+    result = Searcher(ScriptedPolicy({(): ["\\boxed{1}"]}), Broken({}), "beam", n=1, width=1)("q")
+    assert result.error is not None and "PRM server down" in result.error

@@ -42,6 +42,12 @@ class ScoreCountError(ValueError):
     """A scorer returned a different number of scores than there are steps."""
 
 
+class ContextLengthError(ValueError):
+    """A request is longer than the PRM's context (steps are never silently truncated). The
+    driver scores such a batch request by request and ends each too-long path as an unscored,
+    truncated leaf, so one long path never fails its whole problem."""
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """Anything that scores a batch of step sequences, in order."""

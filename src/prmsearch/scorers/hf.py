@@ -54,7 +54,7 @@ from prmsearch.engines.loading import (
     resolve_device,
     resolve_dtype,
 )
-from prmsearch.scorers.base import ScoreRequest, StepScores
+from prmsearch.scorers.base import ContextLengthError, ScoreRequest, StepScores
 from prmsearch.scorers.formats import PRMFormat, make_format
 from prmsearch.scorers.heads import BaseWithHead, load_base_with_head, load_qwen_prm
 
@@ -314,7 +314,7 @@ class HFPRMScorer:
             ids, positions = self.encode(req)
             ids = ids[: positions[-1] + 1]
             if self.max_length is not None and len(ids) > self.max_length:
-                raise ValueError(
+                raise ContextLengthError(
                     f"request {i}: the {self.config.family} input has {len(ids)} tokens up to the "
                     f"last step, more than the PRM context of {self.max_length}; score fewer or "
                     "shorter steps (steps are never silently truncated)"

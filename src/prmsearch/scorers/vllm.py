@@ -36,7 +36,7 @@ from prmsearch.engines.vllm_engine import (
     safetensors_parameters,
     shutdown_llm,
 )
-from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores
+from prmsearch.scorers.base import ContextLengthError, ScoreCountError, ScoreRequest, StepScores
 from prmsearch.scorers.formats import make_format
 
 SUPPORTED_FAMILIES = ("qwen-prm",)
@@ -139,7 +139,7 @@ class VLLMPRMScorer:
                 continue
             ids, positions = self.encode(req)
             if self.max_length is not None and len(ids) > self.max_length:
-                raise ValueError(
+                raise ContextLengthError(
                     f"request {i}: the {self.family} input has {len(ids)} tokens up to the last "
                     f"step, more than the PRM context of {self.max_length}; steps are never "
                     "silently truncated"

@@ -21,7 +21,7 @@ import numpy as np
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
-from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores, check_scores
+from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores, check_scores
 from prmsearch.search.aggregation import Aggregation, path_score
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand
@@ -166,6 +166,7 @@ class _Job:
         "reply",
         "seed",
         "started",
+        "too_long",
         "tree",
     )
 
@@ -181,6 +182,7 @@ class _Job:
         self.expansions: dict[int, int] = {}
         self.error: str | None = None
         self.choice: Choice | None = None
+        self.too_long = 0  # paths longer than the PRM's context, ended as unscored leaves
 
 
 def _describe(exc: BaseException) -> str:
@@ -309,13 +311,41 @@ class Driver:
             if score:
                 score_jobs.append((job, score_requests))
                 pending[id(job)] = spans
-        scored = self._batched(score_jobs, self.scorer.score, self._check_scores, "scorer")
+        scored = self._batched(
+            score_jobs, self.scorer.score, self._check_scores, "scorer", recover=self._score_each
+        )
         for job, requests in score_jobs:
             results = scored.get(id(job))
             if results is None:
                 continue
             for (first, last), request, result in zip(pending[id(job)], requests, results):
-                self._write_scores(job, first, last, request, result)
+                if result is None:
+                    self._end_too_long(job, last)
+                else:
+                    self._write_scores(job, first, last, request, result)
+
+    def _score_each(self, job: _Job, requests: list[ScoreRequest], exc: BaseException) -> list | None:
+        """After a job's scoring failed because a path is longer than the PRM's context, score its
+        paths one by one; a too-long path gets None (it ends as an unscored leaf). None when the
+        failure was something else (the job then fails with it)."""
+        if not isinstance(exc, ContextLengthError):
+            return None
+        results: list[StepScores | None] = []
+        for request in requests:
+            try:
+                (result,) = self.scorer.score([request])
+            except ContextLengthError:
+                result = None
+            results.append(result)
+        return results
+
+    def _end_too_long(self, job: _Job, node: int) -> None:
+        """A path the PRM cannot read: it stays unscored and ends here (truncated), keeping the
+        answer it already has, and the problem goes on with its other paths."""
+        tree = job.tree
+        job.too_long += 1
+        if not tree.terminal[node]:
+            tree.mark_terminal(node, truncated=True)
 
     def _requests(self, job: _Job, expand: Expand) -> list[GenerationRequest]:
         tree = job.tree
@@ -338,8 +368,10 @@ class Driver:
             )
         return requests
 
-    def _batched(self, per_job, call, check, what: str) -> dict[int, list]:
-        """One batched backend call for all jobs; on failure, one call per job."""
+    def _batched(self, per_job, call, check, what: str, recover=None) -> dict[int, list]:
+        """One batched backend call for all jobs; on failure, one call per job. A job whose own
+        call fails is handed to ``recover(job, requests, exc)`` when given (its results, or None:
+        the job fails)."""
         flat = [request for _, requests in per_job for request in requests]
         if not flat:
             return {}
@@ -353,8 +385,16 @@ class Driver:
                 out[id(job)] = results[offset : offset + len(requests)]
                 offset += len(requests)
         except Exception as exc:
+
+            def fail(job: _Job, requests: list, job_exc: BaseException) -> None:
+                results = recover(job, requests, job_exc) if recover is not None else None
+                if results is None:
+                    job.error = f"{what} failed: {_describe(job_exc)}"
+                else:
+                    out[id(job)] = results
+
             if len(per_job) == 1:
-                per_job[0][0].error = f"{what} failed: {_describe(exc)}"
+                fail(*per_job[0], exc)
             else:
                 for job, requests in per_job:
                     try:
@@ -362,7 +402,7 @@ class Driver:
                         check(requests, results)
                         out[id(job)] = results
                     except Exception as job_exc:
-                        job.error = f"{what} failed: {_describe(job_exc)}"
+                        fail(job, requests, job_exc)
         elapsed = time.perf_counter() - started
         if what == "policy":
             self.stats.policy_batches += 1
@@ -526,4 +566,15 @@ class Driver:
             seed=job.seed,
             error=job.error,
             candidates=candidates if job.error is None else (),
+            notes=_too_long_notes(job.too_long),
         )
+
+
+def _too_long_notes(count: int) -> list[str]:
+    """The note of a problem whose paths outgrew the PRM's context (none when none did)."""
+    if not count:
+        return []
+    return [
+        f"{count} path(s) outgrew the PRM's context and ended there, unscored (truncated); use a "
+        "PRM with a longer context, or lower max_depth / the step and solution token limits"
+    ]
