@@ -61,3 +61,74 @@ def test_matcher_uses_a_pluggable_checker_and_survives_its_errors():
     assert matcher.same("\\sqrt{4}", "2")
     assert not matcher.same("boom", "2")
     assert AnswerMatcher().same("2", "2") and not AnswerMatcher().same("\\sqrt{4}", "2")
+
+
+# --- vote grouping does not depend on the order answers arrive in ------------------------------
+
+
+def _first_match_partition(matcher, answers):
+    """Group as the search driver and offline aggregation do: canonical key, else first match."""
+    groups: dict[str, int] = {}
+    labels = []
+    for answer in answers:
+        canonical = matcher.canonicalize(answer)
+        if canonical not in groups:
+            match = next((g for other, g in groups.items() if matcher.same(canonical, other)), None)
+            groups[canonical] = len(set(groups.values())) if match is None else match
+        labels.append(groups[canonical])
+    return _partition(answers, labels)
+
+
+def _partition(answers, labels):
+    by_label: dict[int, set[str]] = {}
+    for answer, label in zip(answers, labels):
+        by_label.setdefault(label, set()).add(answer)
+    return frozenset(frozenset(members) for members in by_label.values())
+
+
+def _within_one(a, b):
+    """A non-transitive checker: 1 ~ 2 and 2 ~ 3, but not 1 ~ 3."""
+    return abs(int(a) - int(b)) <= 1
+
+
+def test_group_is_order_independent_even_for_a_non_transitive_checker():
+    from itertools import permutations
+
+    answers = ["1", "3", "2", "7", "1.0", "9"]
+    matcher = AnswerMatcher(equivalent=_within_one)
+    partitions = {_partition(order, matcher.group(list(order))) for order in permutations(answers)}
+    assert partitions == {frozenset({frozenset({"1", "1.0", "2", "3"}), frozenset({"7"}), frozenset({"9"})})}
+
+
+def test_group_labels_follow_first_appearance():
+    assert AnswerMatcher().group(["b", "a", "b", "1.0", "1"]) == [0, 1, 0, 2, 2]
+    assert AnswerMatcher().group([]) == []
+
+
+VOTES_THAT_USED_TO_DEPEND_ON_ORDER = [
+    ["1000000", "1000001.8", "1000000.9"],  # a relative tolerance chains 1000000 ~ .9 ~ 1.8
+    ["50\\%", "0.5", "50"],  # a percent read two ways joins two different numbers
+    ["1000,99", "1000.99", "1000, 99"],  # a decimal comma read by context
+    ["0.3333333", "\\frac{1}{3}", "0.33333333"],  # approximations of 1/3 at different precisions
+]
+
+
+@pytest.mark.parametrize("answers", VOTES_THAT_USED_TO_DEPEND_ON_ORDER)
+def test_search_votes_do_not_depend_on_arrival_order(answers):
+    from itertools import permutations
+
+    from prmsearch.benchmarks.grading import search_matcher
+
+    partitions = {_first_match_partition(search_matcher(), list(order)) for order in permutations(answers)}
+    assert len(partitions) == 1, partitions
+    batch = {_partition(order, search_matcher().group(list(order))) for order in permutations(answers)}
+    assert batch == partitions
+
+
+def test_search_votes_keep_exact_classes_together():
+    from prmsearch.benchmarks.grading import search_matcher
+
+    labels = search_matcher().group(
+        ["1,000", "1000.0", "\\frac{2000}{2}", "1001", "\\sqrt{2}/2", "\\frac{\\sqrt2}{2}"]
+    )
+    assert labels == [0, 0, 0, 1, 2, 2]
