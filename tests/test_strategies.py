@@ -289,3 +289,15 @@ def test_greedy_makes_one_temperature_zero_solution():
     assert result.answer == "3" and result.steps == ("s1", "\\boxed{3}")
     with pytest.raises(ValueError, match="n must be 1 for greedy"):
         make_strategy("greedy", n=4)
+
+
+def test_beam_picks_by_prm_weighted_vote_by_default():
+    """A hair-higher wrong path does not beat two agreeing ones (argmax would pick it)."""
+    solutions = ["a \\boxed{5}", "b \\boxed{5}", "c \\boxed{7}", "d \\boxed{9}"]
+    scores = {"a \\boxed{5}": 0.6, "b \\boxed{5}": 0.6, "c \\boxed{7}": 0.9, "d \\boxed{9}": 0.1}
+    beam = make_strategy("beam", n=4, width=1)  # four beams finish
+    assert beam.config.selection.value == "weighted"
+    result, _ = run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), beam)
+    assert result.answer == "5"
+    argmax = make_strategy("beam", n=4, width=1, selection="argmax")
+    assert run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), argmax)[0].answer == "7"

@@ -14,7 +14,7 @@ import numpy as np
 
 from prmsearch.search.aggregation import path_score, ranking_key
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
-from prmsearch.search.selection import select
+from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, require_divides
 from prmsearch.tree import ROOT, SearchTree
 
@@ -26,9 +26,14 @@ class BeamConfig(SearchConfig):
     Attributes:
         n: generations per step (the first step samples ``n`` children of the root).
         width: children proposed by each beam; ``n / width`` beams are kept.
+        selection: the final pick among finished beams; PRM-weighted voting by default, because
+            ``argmax`` lets the verifier's false positives win as candidates multiply (measured on
+            the embedded models, first 48 test problems: argmax 93.8% at n=16, 83.3% at 64, and
+            37.5% at 256 on the first 16; weighted 93.8%, 87.5%, 81.2%).
     """
 
     width: int = 4
+    selection: Selection = Selection.WEIGHTED
 
     def __post_init__(self) -> None:
         super().__post_init__()
