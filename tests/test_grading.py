@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 from prmsearch import answers
-from prmsearch.answers import AnswerMatcher
+from prmsearch.answers import AnswerMatcher, canonical_answer
 from prmsearch.benchmarks import grading
 from prmsearch.benchmarks.grading import (
     VerifierPool,
@@ -192,3 +192,20 @@ def test_pathological_input_returns_within_the_limit() -> None:
 def test_pool_validates_its_arguments() -> None:
     with pytest.raises(ValueError, match="max_workers"):
         VerifierPool(max_workers=0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "expected"),
+    [
+        ("32,\\! 349", "32349", True),  # LaTeX's thousands separator, even with a space after it
+        ("11,\\! 111,\\! 111,\\! 100", "11111111100", True),
+        ("10,\\!000", "10000", True),
+        ("1{,}000", "1000", True),
+        ("32, 349", "32349", False),  # a comma and a space separate list items
+        ("1,\\! 2", "12", False),  # not a group of three digits
+    ],
+)
+def test_latex_thousands_separators(answer, gold, expected):
+    assert grading.is_equivalent(answer, gold) is expected
+    if expected:
+        assert canonical_answer(answer) == canonical_answer(gold)  # and they vote together

@@ -258,6 +258,7 @@ def canonical_answer(answer: str) -> str:
     """
     s = answer.strip()
     s = _TEXT_WRAPPER.sub(r"\1", s)
+    s = re.sub(r"(?<=\d)(?:,\\!|\{,\}(?:\\!)?)\s*(?=\d{3}(?!\d))", ",", s)  # LaTeX thousands: 32,\\! 349
     for token in ("\\!", "\\,", "\\;", "\\:", "\\left", "\\right", "$", "^\\circ", "^{\\circ}"):
         s = s.replace(token, "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")

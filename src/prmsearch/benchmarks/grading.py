@@ -166,6 +166,8 @@ _DROP_TOKENS = (
     "\\displaystyle", "\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\ ", "~",
     "^{\\circ}", "^\\circ", "°", "\\$", "$",
 )  # fmt: skip
+#: LaTeX's thousands separator (``10,\\!000``, ``32,\\! 349``, ``1{,}000``): never a list comma.
+_LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:,\\!|\{,\}(?:\\!)?)\s*(?=\d{3}(?!\d))")
 _ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?P<rhs>[^=]+)$")
 
 
@@ -194,6 +196,7 @@ def _unwrap_text(s: str) -> str:
 def clean_answer(answer: str) -> str:
     """Strip presentation that never changes an answer's value (see the module docstring)."""
     s = _unwrap_text(answer.strip())
+    s = _LATEX_THOUSANDS.sub(",", s)  # ",\\!" groups thousands in LaTeX, whatever space follows
     for token in _DROP_TOKENS:
         s = s.replace(token, " ")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
