@@ -328,3 +328,23 @@ def test_cli_bench_exits_non_zero_on_a_gap(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "incomplete: 2 rows missing: greedy n=1 seed 0: 2 of 3 rows (1 missing); beam n=4 seed 0" in err
     assert "Traceback" not in err
+
+
+def test_verifier_figures_show_top1_false_positives():
+    from prmsearch.benchmarks.report import verifier_figures, verifier_table
+
+    def row(gold, *candidates):
+        return {"gold": gold, "candidates": [{"answer": a, "score": s} for a, s in candidates]}
+
+    exact = lambda a, g: a == g  # noqa: E731
+    group = [
+        row("1", ("1", 0.9), ("2", 0.5)),  # right on top
+        row("1", ("2", 0.95), ("1", 0.9)),  # a wrong one scores a hair higher: a false positive
+        row("1", ("3", 0.9), ("2", 0.1)),  # no right candidate: not counted
+        row("1", ("1", None), ("2", None)),  # unscored
+    ]
+    figures = verifier_figures(group, exact)
+    assert figures["pass_at_n"] == 3 / 4 and figures["top1_false_positive"] == 1 / 2
+    assert verifier_figures([row("1", ("1", None))], exact)["top1_false_positive"] is None  # PRM-free
+    summary = {"runs": [{"strategy": "beam", "budget": 4, "accuracy": 0.5, **figures}]}
+    assert "| beam | 50 / 75 / 50 |" in verifier_table(summary)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 from prmsearch.benchmarks.equal_compute import markdown_section
 
 BOOTSTRAP_SAMPLES = 2000
+Grade = Callable[[str, str], bool]
 
 
 def bootstrap_ci(correct: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> list[float]:
@@ -51,8 +52,11 @@ def summarize(
     dataset: str,
     n_problems: int,
     cells: Sequence[Cell] | None = None,
+    grade: Grade | None = None,
 ) -> dict[str, Any]:
-    """Per (strategy, budget, seed): accuracy, its interval, mean costs and error count.
+    """Per (strategy, budget, seed): accuracy, its interval, mean costs, error count, and how the
+    verifier did (:func:`verifier_figures`; ``grade`` judges the candidates, default the
+    benchmark grader).
 
     With ``cells`` (every cell the sweep should have, e.g. ``SweepConfig.expected_cells()``),
     ``missing`` lists the cells with fewer rows than ``n_problems`` (see :func:`missing_rows`).
@@ -60,15 +64,55 @@ def summarize(
     cells_rows: dict[Cell, list[dict]] = defaultdict(list)
     for row in rows:
         cells_rows[(row["strategy"], int(row["budget"]), int(row["seed"]))].append(row)
-    summary = _summary(cells_rows, dataset, n_problems)
+    summary = _summary(cells_rows, dataset, n_problems, grade)
     if cells is not None:
         counts = {cell: len(group) for cell, group in cells_rows.items()}
         summary["missing"] = missing_rows(counts, cells, n_problems)
     return summary
 
 
-def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int) -> dict[str, Any]:
+def verifier_figures(group: Sequence[dict], grade: Grade) -> dict[str, float | None]:
+    """How the final candidates of a cell's rows fared, for seeing where a verifier stops helping.
+
+    ``pass_at_n``: share of problems with at least one correct candidate (the ceiling of any
+    selection). ``top1_false_positive``: among those problems, the share whose best-scored
+    candidate is wrong, i.e. the PRM ranks a wrong solution above every right one (None when the
+    cell's candidates carry no score, e.g. majority voting, or none has a right candidate).
+    """
+    solvable = scored_solvable = wrong_top = with_candidates = 0
+    for row in group:
+        candidates = [c for c in row.get("candidates") or () if c.get("answer") is not None]
+        if not row.get("candidates"):
+            continue
+        with_candidates += 1
+        right = [bool(grade(c["answer"], str(row["gold"]))) for c in candidates]
+        if not any(right):
+            continue
+        solvable += 1
+        keyed = [(c["score"], -i) for i, c in enumerate(candidates) if c.get("score") is not None]
+        if keyed:
+            scored_solvable += 1
+            top = -max(keyed)[1]
+            wrong_top += not right[top]
+    return {
+        "pass_at_n": solvable / with_candidates if with_candidates else None,
+        "top1_false_positive": wrong_top / scored_solvable if scored_solvable else None,
+    }
+
+
+def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int,
+             grade: Grade | None = None) -> dict[str, Any]:
     """The summary of the cells that have rows: one run each, in key order."""
+    if grade is None:
+        from prmsearch.benchmarks.grading import is_equivalent
+
+        verdicts: dict[tuple[str, str], bool] = {}
+
+        def grade(answer: str, gold: str) -> bool:
+            if (answer, gold) not in verdicts:
+                verdicts[(answer, gold)] = bool(is_equivalent(answer, gold))
+            return verdicts[(answer, gold)]
+
     runs = []
     for (strategy, budget, seed), group in sorted(cells.items()):
         correct = np.array([bool(r["correct"]) for r in group], dtype=np.float64)
@@ -94,6 +138,7 @@ def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int) -> di
                 "wall_s": mean("wall_s"),
                 "errors": sum(1 for r in group if r.get("error")),
                 "derived_from": group[0].get("derived_from"),
+                **verifier_figures(group, grade),
             }
         )
     return {"dataset": dataset, "n_problems": n_problems, "runs": runs}
@@ -147,10 +192,44 @@ def missing_text(missing: Sequence[dict[str, Any]], n_problems: int, limit: int 
     return f"{total} rows missing: " + "; ".join(parts) + more
 
 
+def verifier_table(summary: dict[str, Any]) -> str:
+    """Per strategy, across budgets: accuracy, pass@N of the final candidates and the PRM's top-1
+    false-positive rate (seeds averaged); empty when no run has scored candidates."""
+    cells: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for run in summary["runs"]:
+        if run.get("top1_false_positive") is not None:
+            cells[run["strategy"]][int(run["budget"])].append(run)
+    if not cells:
+        return ""
+    budgets = sorted({b for by in cells.values() for b in by})
+
+    def cell(runs: list[dict]) -> str:
+        if not runs:
+            return "-"
+        acc = np.mean([r["accuracy"] for r in runs])
+        passed = np.mean([r["pass_at_n"] for r in runs])
+        fp = np.mean([r["top1_false_positive"] for r in runs])
+        return f"{100 * acc:.0f} / {100 * passed:.0f} / {100 * fp:.0f}"
+
+    lines = [
+        "",
+        "## Where the verifier stops helping",
+        "",
+        "Accuracy / pass@N of the final candidates / the PRM's top-1 false-positive rate (among problems "
+        "with a right candidate, the share whose best-scored candidate is wrong), in %, per budget.",
+        "",
+        "| strategy | " + " | ".join(f"n={b}" for b in budgets) + " |",
+        "|---|" + "---|" * len(budgets),
+    ]
+    for strategy, by_budget in sorted(cells.items()):
+        lines.append(f"| {strategy} | " + " | ".join(cell(by_budget.get(b, [])) for b in budgets) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
-    """What ``summary.md`` holds and ``prmsearch bench`` prints: the table, then accuracy at
-    equal compute."""
-    return markdown_table(summary) + markdown_section(summary)
+    """What ``summary.md`` holds and ``prmsearch bench`` prints: the table, accuracy at equal
+    compute, and where the verifier stops helping."""
+    return markdown_table(summary) + markdown_section(summary) + verifier_table(summary)
 
 
 def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
