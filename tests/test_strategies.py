@@ -301,3 +301,8 @@ def test_beam_picks_by_prm_weighted_vote_by_default():
     assert result.answer == "5"
     argmax = make_strategy("beam", n=4, width=1, selection="argmax")
     assert run_one(ScriptedPolicy({(): solutions}), ScriptedScorer(scores), argmax)[0].answer == "7"
+
+
+def test_particle_filter_picks_by_prm_weighted_vote_by_default():
+    assert make_strategy("particle_filter", n=4).config.selection.value == "weighted"
+    assert make_strategy("particle_filter", n=4, selection="argmax").config.selection.value == "argmax"

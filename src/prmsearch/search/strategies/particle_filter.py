@@ -18,7 +18,7 @@ import numpy as np
 
 from prmsearch.search.aggregation import Aggregation, parse_enum, path_score
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
-from prmsearch.search.selection import select
+from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, require_positive
 from prmsearch.tree import ROOT, SearchTree
 
@@ -41,11 +41,16 @@ class ParticleFilterConfig(SearchConfig):
         temperature: softmax temperature over the logits of the particles' scores.
         aggregation: the path score that weights a particle (its last step by default).
         resampling: ``multinomial`` or ``systematic``.
+        selection: the final pick among finished particles; PRM-weighted voting by default, since
+            ``argmax`` lets the verifier's false positives win as particles multiply (embedded
+            models, first 100 test problems: argmax 86% at n=64 and 69% at n=256; weighted 89%
+            and 90%).
     """
 
     aggregation: Aggregation = Aggregation.LAST
     temperature: float = 1.0
     resampling: Resampling = Resampling.MULTINOMIAL
+    selection: Selection = Selection.WEIGHTED
 
     def __post_init__(self) -> None:
         super().__post_init__()
