@@ -103,15 +103,8 @@ def verifier_figures(group: Sequence[dict], grade: Grade) -> dict[str, float | N
 def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int,
              grade: Grade | None = None) -> dict[str, Any]:
     """The summary of the cells that have rows: one run each, in key order."""
-    if grade is None:
-        from prmsearch.benchmarks.grading import is_equivalent
-
-        verdicts: dict[tuple[str, str], bool] = {}
-
-        def grade(answer: str, gold: str) -> bool:
-            if (answer, gold) not in verdicts:
-                verdicts[(answer, gold)] = bool(is_equivalent(answer, gold))
-            return verdicts[(answer, gold)]
+    if grade is None:  # the grader caches its expensive (symbolic) verdicts itself
+        from prmsearch.benchmarks.grading import is_equivalent as grade
 
     runs = []
     for (strategy, budget, seed), group in sorted(cells.items()):

@@ -12,12 +12,12 @@ On CPU the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE`` (GiB) instead.
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prmsearch.costs import read_json, safetensors_shapes
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float", "bf16", "fp16", "fp32")
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -198,24 +198,15 @@ def safetensors_parameters(folder: Path | None) -> int:
     if folder is None:
         return 0
     total = 0
-    for file in sorted(folder.glob("*.safetensors")):
-        with file.open("rb") as f:
-            size = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(size))
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            count = 1
-            for dim in meta.get("shape", []):
-                count *= int(dim)
-            total += count
+    for shape in safetensors_shapes(folder).values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        total += size
     return total
 
 
 def read_config(folder: Path | None) -> dict[str, Any]:
     """The model folder's ``config.json`` (empty when absent)."""
-    if folder is None or not (folder / "config.json").is_file():
-        return {}
-    with (folder / "config.json").open(encoding="utf-8") as f:
-        return json.load(f)
+    return {} if folder is None else read_json(folder / "config.json")
 
