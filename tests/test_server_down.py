@@ -21,7 +21,7 @@ from prmsearch.benchmarks.sweep import (
     is_connection_error,
     run_sweep,
 )
-from prmsearch.engines.http import ServerError
+from prmsearch.engines.http import ServerError, ServerUnreachable
 
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(12)]
 DOWN = (
@@ -35,11 +35,13 @@ def grade(answer, gold):
 
 
 class DyingPolicy:
-    """Serves ``alive`` batched calls, then raises ServerError like a dead HTTP server (until
-    ``revive``); counts the calls it got while dead."""
+    """Serves ``alive`` batched calls, then raises ``error`` (a ServerError like a dead HTTP
+    server's, by default one that does not say the server is unreachable) until ``revive``;
+    counts the calls it got while dead."""
 
-    def __init__(self, policy, alive: int) -> None:
+    def __init__(self, policy, alive: int, error: type[ServerError] = ServerError) -> None:
         self.policy, self.alive, self.calls, self.dead_calls = policy, alive, 0, 0
+        self.error = error
 
     def __getattr__(self, name):
         return getattr(self.policy, name)
@@ -51,7 +53,7 @@ class DyingPolicy:
         self.calls += 1
         if self.calls > self.alive:
             self.dead_calls += 1
-            raise ServerError(DOWN)
+            raise self.error(DOWN)
         return self.policy.generate(requests)
 
 
@@ -93,6 +95,19 @@ def test_a_dead_server_stops_the_sweep_and_a_retry_completes_it(tmp_path):
     rows = list(folder.rows())
     assert sorted(r["qid"] for r in rows) == sorted(p.qid for p in PROBLEMS)
     assert not any(r["error"] for r in rows)
+
+
+def test_an_unreachable_server_is_not_retried_problem_by_problem(tmp_path):
+    """A backend that says it cannot be reached fails its whole chunk in one call: the dead
+    server costs one call per chunk, not one per problem."""
+    policy, scorer = synthetic_backends(depth=2)
+    dying = DyingPolicy(policy, alive=0, error=ServerUnreachable)
+    config = SweepConfig(strategies=("beam",), budgets=(4,), chunk=4, max_consecutive_failures=8)
+    with pytest.raises(ServerDownError):
+        _sweep(tmp_path, dying, scorer, config)
+    rows = list(ResultsFolder(tmp_path).rows())
+    assert dying.dead_calls == 2  # two dead chunks of four, one batched call each (was 2 x 5)
+    assert all("ServerUnreachable" in r["error"] for r in rows if r["error"])
 
 
 def test_the_limit_can_be_turned_off(tmp_path):
@@ -172,8 +187,9 @@ def test_a_real_server_dying_mid_sweep(tmp_path):
         _sweep(tmp_path, policy, scorer, config)
     rows = list(ResultsFolder(tmp_path).rows())
     assert any(r["error"] is None for r in rows)  # served before it died
-    assert "ServerError" in info.value.last_error and "connection failed" in info.value.last_error
+    assert "ServerUnreachable" in info.value.last_error and "connection failed" in info.value.last_error
     assert len(rows) < len(PROBLEMS)
+    assert policy.calls - 4 - 1 <= 2  # after it died: one batched call per chunk, none per problem
 
 
 def test_a_closed_port_is_a_connection_error(tmp_path):

@@ -370,10 +370,57 @@ def check_bench_flags(args: argparse.Namespace) -> None:
         raise FlagError("--prm-family", args.prm_family, "needs --prm MODEL (a PRM model folder or Hub id)")
 
 
+#: Sweep flags of ``bench`` whose parser default is None, so that a recipe can tell which ones the
+#: user gave; without a recipe these are their values.
+BENCH_SWEEP_DEFAULTS: dict[str, Any] = {
+    "dataset": "arith",
+    "budgets": (1, 4, 16),
+    "seeds": (0,),
+    "chunk": 64,
+    "temperature": 0.8,
+    "top_p": 1.0,
+    "max_step_tokens": 256,
+    "delimiter": "\n\n",
+    "max_depth": 32,
+}
+
+#: Flags a recipe takes over from the command line (the recipe's value is replaced), by SweepConfig field.
+_RECIPE_OVERRIDES = {
+    "budgets": "--budgets",
+    "seeds": "--seeds",
+    "chunk": "--chunk",
+    "max_depth": "--max-depth",
+    "split": "--split",
+    "shuffle_seed": "--shuffle-seed",
+    "limit": "--limit",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_step_tokens": "--max-step-tokens",
+    "delimiter": "--delimiter",
+    "share_bon_samples": "--share-bon-samples",
+    "question_field": "--question-field",
+    "answer_field": "--answer-field",
+    "id_field": "--id-field",
+}
+
+#: Flags that contradict a recipe: it names the models and the dataset itself.
+_RECIPE_CONFLICTS = {
+    "policy": "--policy",
+    "policy_backend": "--policy-backend",
+    "prm": "--prm",
+    "prm_family": "--prm-family",
+    "dataset": "--dataset",
+    "dataset_path": "--dataset-path",
+}
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     check_bench_flags(args)
     if args.recipe:
         return _bench_recipe(args)
+    for name, default in BENCH_SWEEP_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
     config = bench_config(args)
     return _run_bench(args, config, lambda: (load_policy(config.policy, config.policy_backend),
                                              load_scorer(config.prm, config.prm_family)))  # fmt: skip
@@ -421,28 +468,58 @@ def bench_config(args: argparse.Namespace):
 
 
 def _bench_recipe(args: argparse.Namespace) -> int:
-    """``bench --recipe FILE``: the sweep and backends come from the YAML recipe."""
+    """``bench --recipe FILE``: the sweep and backends come from the YAML recipe; sweep flags given
+    on the command line replace the recipe's values, and flags that would change its models or
+    dataset are refused (never silently ignored)."""
     import dataclasses
 
     from prmsearch.benchmarks.recipes import load_recipe
 
     with flag_context("--recipe", args.recipe, "give an existing YAML recipe, e.g. one of recipes/*.yaml"):
         recipe = load_recipe(args.recipe)
-    overrides: dict[str, Any] = {"max_consecutive_failures": args.max_consecutive_failures}
-    if args.limit is not None:
-        overrides["limit"] = args.limit
-    if args.share_bon_samples is not None:
-        overrides["share_bon_samples"] = args.share_bon_samples
-    for name in ("question_field", "answer_field", "id_field"):
-        if getattr(args, name) is not None:
-            overrides[name] = getattr(args, name)
-    config = dataclasses.replace(recipe.sweep, **overrides)
+    config = dataclasses.replace(recipe.sweep, **recipe_overrides(args, recipe.sweep))
 
     def backends():
         with flag_context("--recipe", args.recipe, "fix the recipe's policy or prm section"):
             return recipe.build_backends()
 
     return _run_bench(args, config, backends, ray_backends=recipe.build_backends)
+
+
+def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
+    """The SweepConfig fields that ``bench --recipe`` flags replace, validated flag by flag."""
+    import dataclasses
+
+    for name, flag in _RECIPE_CONFLICTS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            fix = f"the recipe {args.recipe} names its models and dataset; edit the recipe, or drop --recipe"
+            raise FlagError(flag, value, fix)
+    overrides: dict[str, Any] = {"max_consecutive_failures": args.max_consecutive_failures}
+    for name, flag in _RECIPE_OVERRIDES.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if name == "delimiter":
+            value = _unescape(value)
+        with flag_context(flag, value):
+            dataclasses.replace(sweep, **{name: value})  # a bad value names its flag
+        overrides[name] = value
+    strategies = tuple(args.strategies) if args.strategies else sweep.strategies
+    if args.strategies:
+        for name in strategies:
+            with flag_context("--strategies", name):
+                strategy_spec(name)
+    options = {name: dict(opts) for name, opts in sweep.options.items() if name in strategies}
+    for name, extra in bench_options(args.option, strategies).items():
+        options.setdefault(name, {}).update(extra)
+    if args.strategies or args.option:
+        shown = ("-o/--option", _option_text(dict(args.option))) if args.option else \
+            ("--strategies", ",".join(strategies))
+        with flag_context(*shown, "change the option with -o STRATEGY.KEY=VALUE"):
+            dataclasses.replace(sweep, strategies=strategies, options=options)
+        overrides.update(strategies=strategies, options=options)
+    return overrides
 
 
 def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
@@ -597,7 +674,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop once K problems in a row failed with a connection error (the server looks down) "
         "instead of spending every remaining problem's retries; 0 never stops (default: 8)",
     )
-    bench.add_argument("--recipe", default=None, help="a YAML recipe (recipes/*.yaml): backends and sweep")
+    bench.add_argument(
+        "--recipe",
+        default=None,
+        help="a YAML recipe (recipes/*.yaml): backends, dataset and sweep; sweep flags given with it "
+        "(--budgets, --seeds, --strategies, -o, --limit, sampling...) replace the recipe's values",
+    )
     bench.add_argument("--chunk", type=int_at_least(1), default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")
     bench.add_argument("--no-progress", action="store_true")
@@ -630,7 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="strategy option, e.g. -o beam.width=4 (repeatable)",
     )
     add_backend_arguments(bench)
-    bench.set_defaults(func=cmd_bench)
+    # None marks "not given", so that a recipe keeps its own value (see BENCH_SWEEP_DEFAULTS)
+    bench.set_defaults(func=cmd_bench, **dict.fromkeys(BENCH_SWEEP_DEFAULTS))
 
     for register in _EXTRA_COMMANDS:
         register(sub)

@@ -64,6 +64,7 @@ class SweepProblem:
 CONNECTION_ERRORS = (
     "ServerError",
     "ServerTimeout",
+    "ServerUnreachable",
     "ConnectionError",
     "ConnectionRefusedError",
     "ConnectionResetError",

@@ -50,6 +50,14 @@ class ServerTimeout(ServerError):
         self.attempts = attempts
 
 
+class ServerUnreachable(ServerError):
+    """Every attempt at one request failed to connect (refused, reset, DNS): the server is down or
+    not there. ``backend_unreachable`` tells the search driver so, without it importing this
+    module: retrying the same work request by request cannot help, so it does not."""
+
+    backend_unreachable = True
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Timeouts and retries of HTTP requests.
@@ -101,11 +109,11 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
     import httpx
 
     last = "no attempt made"
-    timed_out = False
+    timed_out = unreachable = False
     for attempt in range(retry.max_retries + 1):
         if attempt:
             await asyncio.sleep(retry.wait(attempt - 1))
-        timed_out = False
+        timed_out = unreachable = False
         try:
             # wait_for cancels the attempt at the deadline; httpx then closes the connection.
             response = await asyncio.wait_for(client.post(url, json=body), retry.timeout)
@@ -133,10 +141,13 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
             last, timed_out = f"timed out after {retry.timeout}s ({type(exc).__name__})", True
         except httpx.TransportError as exc:
             last = f"connection failed ({type(exc).__name__}: {exc})"
+            unreachable = isinstance(exc, httpx.ConnectError)
     attempts = retry.max_retries + 1
     message = f"{url} failed after {attempts} attempts; last error: {last}"
     if timed_out:
         raise ServerTimeout(message, url=url, timeout=retry.timeout, attempts=attempts)
+    if unreachable:
+        raise ServerUnreachable(message)
     raise ServerError(message)
 
 

@@ -176,7 +176,11 @@ class Policy(Protocol):
         ...
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Return one ``Generation`` with ``request.n`` samples per request, in order."""
+        """Return one ``Generation`` with ``request.n`` samples per request, in order.
+
+        An exception is contained by the driver (retried problem by problem, then recorded per
+        problem); one with a true ``backend_unreachable`` attribute fails the whole batch at once.
+        """
         ...
 
 
