@@ -29,6 +29,30 @@ def test_forward_flops_by_hand():
     assert cost.scoring_flops(cached=4, computed=0, steps=2) == 0
 
 
+def test_closed_forms_equal_the_per_request_sums():
+    """generation_flops sums its samples in closed form, and scoring_flops_total sums many score
+    requests at once: both equal the plain per-item sums of forward_flops."""
+    import random
+
+    rng = random.Random(0)
+    cost = ModelCost(non_embedding_params=997, layers=3, attention_width=24, head_flops=71)
+    for _ in range(200):
+        cached, computed, recomputed = rng.randrange(50), rng.randrange(50), rng.randrange(3)
+        samples = [rng.randrange(40) for _ in range(rng.randrange(1, 6))]
+        prompt = cached + computed
+        by_sample = cost.forward_flops(cached, computed) + cost.forward_flops(prompt, recomputed) + sum(
+            cost.forward_flops(prompt, t) + cost.head_flops * t for t in samples
+        )
+        assert cost.generation_flops(
+            cached=cached, computed=computed, sample_tokens=samples, recomputed=recomputed
+        ) == by_sample
+        count = rng.randrange(8)
+        requests = [(rng.randrange(60), rng.randrange(30), rng.randrange(1, 9)) for _ in range(count)]
+        assert cost.scoring_flops_total(requests) == sum(
+            cost.scoring_flops(cached=c, computed=k, steps=s) for c, k, s in requests
+        )
+
+
 def test_dense_cost_is_two_flops_per_parameter_and_token():
     assert ModelCost.dense(10).generation_flops(cached=0, computed=3, sample_tokens=[4]) == 2 * 10 * 7
 

@@ -98,14 +98,18 @@ class _Box:
     content: str
 
 
+_BRACE = re.compile(r"[{}]")
+
+
 def brace_pairs(text: str) -> dict[int, int]:
     """Index of the closing brace for every ``{`` that is closed, in one pass."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    for i, ch in enumerate(text):
-        if ch == "{":
+    for match in _BRACE.finditer(text):  # visits the braces only, not every character
+        i = match.start()
+        if text[i] == "{":
             stack.append(i)
-        elif ch == "}" and stack:
+        elif stack:
             pairs[stack.pop()] = i
     return pairs
 

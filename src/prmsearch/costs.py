@@ -73,14 +73,35 @@ class ModelCost:
         ``recomputed`` prompt tokens prefilled again (e.g. continuing a blank step) at the end."""
         prompt = cached + computed
         flops = self.forward_flops(cached, computed) + self.forward_flops(prompt, recomputed)
+        # The sum of forward_flops(prompt, t) over the samples, in closed form (the driver
+        # charges this for every request, so it stays one pass of integer arithmetic).
+        total = squares = 0
         for tokens in sample_tokens:
-            flops += self.forward_flops(prompt, tokens) + self.head_flops * tokens
-        return flops
+            if tokens > 0:
+                total += tokens
+                squares += tokens * tokens
+        attended = total * prompt + (squares + total) // 2
+        return flops + (2 * self.non_embedding_params + self.head_flops) * total + \
+            2 * self.layers * self.attention_width * attended
 
     def scoring_flops(self, *, cached: int, computed: int, steps: int) -> int:
         """One PRM request: ``computed`` input tokens after ``cached`` reused ones, and the score
         head at each of ``steps`` read positions (none when the whole input was reused)."""
         return self.forward_flops(cached, computed) + (self.head_flops * steps if computed else 0)
+
+    def scoring_flops_total(self, requests: Iterable[tuple[int, int, int]]) -> int:
+        """The sum of :meth:`scoring_flops` over ``(cached, computed, steps)`` triples, in one
+        pass (the driver charges a problem's score requests of a round at once)."""
+        total = squares = across = heads = 0
+        for cached, computed, steps in requests:
+            if computed > 0:
+                total += computed
+                squares += computed * computed
+                across += computed * cached
+                heads += steps
+        attended = across + (squares + total) // 2
+        return 2 * self.non_embedding_params * total + 2 * self.layers * self.attention_width * attended + \
+            self.head_flops * heads
 
 
 def is_embedding(name: str) -> bool:

@@ -131,7 +131,9 @@ class Generation:
         """Tokens decoded per sample, for the FLOP formula. When the backend counted more than
         the samples hold (e.g. a blank step continued), the rest is charged as one more run."""
         lengths = [len(s.token_ids) for s in self.samples]
-        extra = self.tokens_generated - sum(lengths)
+        if self.generated_tokens is None:
+            return lengths
+        extra = self.generated_tokens - sum(lengths)
         return [*lengths, extra] if extra > 0 else lengths
 
     @property

@@ -327,11 +327,7 @@ class Driver:
             results = scored.get(id(job))
             if results is None:
                 continue
-            for (first, last), request, result in zip(pending[id(job)], requests, results):
-                if result is None:
-                    self._end_too_long(job, last)
-                else:
-                    self._write_scores(job, first, last, request, result)
+            self._write_scores(job, pending[id(job)], requests, results)
 
     def _score_each(self, job: _Job, requests: list[ScoreRequest], exc: BaseException) -> list | None:
         """After a job's scoring failed because a path is longer than the PRM's context, score its
@@ -528,23 +524,31 @@ class Driver:
             job.groups[canonical] = group
         return group
 
-    def _write_scores(self, job: _Job, first: int, last: int, request, result: StepScores) -> None:
-        """Write the scores of the new steps ``first..last`` (a chain's ids are consecutive)."""
-        try:
-            scores = check_scores(request, result)
-        except Exception as exc:
-            job.error = f"scorer failed: {_describe(exc)}"
-            return
-        job.ledger.charge_scoring(
-            computed=result.tokens_computed,
-            cached=result.tokens_cached,
-            flops=self._scorer_cost.scoring_flops(
-                cached=result.tokens_cached, computed=result.tokens_computed, steps=len(request.steps)
-            ),
-        )
-        count = last - first + 1
-        for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
-            job.tree.set_score(node, value)
+    def _write_scores(self, job: _Job, spans, requests, results) -> None:
+        """Write the scores of each path's new steps ``first..last`` (a chain's ids are
+        consecutive) and charge the round's score requests to the job at once; a path the PRM
+        could not read (result None) ends unscored."""
+        tree = job.tree
+        charged: list[tuple[int, int, int]] = []
+        computed = cached = 0
+        for (first, last), request, result in zip(spans, requests, results):
+            if result is None:
+                self._end_too_long(job, last)
+                continue
+            try:
+                scores = check_scores(request, result)
+            except Exception as exc:
+                job.error = f"scorer failed: {_describe(exc)}"
+                break
+            computed += result.tokens_computed
+            cached += result.tokens_cached
+            charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
+            count = last - first + 1
+            for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
+                tree.set_score(node, value)
+        if charged:
+            flops = self._scorer_cost.scoring_flops_total(charged)
+            job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
 
     # ------------------------------------------------------------------ results
     def _result(self, job: _Job, strategy: BoundStrategy) -> SearchResult:

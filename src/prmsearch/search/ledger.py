@@ -57,9 +57,9 @@ class Ledger:
         self.prompt_tokens_cached += cached
         self.policy_flops += flops
 
-    def charge_scoring(self, *, computed: int, cached: int, flops: int) -> None:
-        """Charge one score request."""
-        self.prm_calls += 1
+    def charge_scoring(self, *, computed: int, cached: int, flops: int, calls: int = 1) -> None:
+        """Charge ``calls`` score requests (one by default) with these totals."""
+        self.prm_calls += calls
         self.prm_tokens_computed += computed
         self.prm_tokens_cached += cached
         self.prm_flops += flops
