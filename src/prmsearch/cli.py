@@ -1,5 +1,6 @@
-"""Command line: ``prmsearch solve | strategies | bench`` (more subcommands register themselves
-here).
+"""The ``prmsearch`` command: ``solve``, ``strategies``, ``bench``, plus the benchmark and
+performance subcommands that :mod:`prmsearch.benchmarks.commands` and :mod:`prmsearch.perf`
+add.
 
 Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
 the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
@@ -134,7 +135,9 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="strategy option, e.g. -o width=4 -o aggregation=min (repeatable)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="run seed; each problem's seed derives from it and the question"
+    )
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -147,11 +150,16 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--prm", default=None, help="scorer name or PRM model path/Hub id (default: embedded)"
     )
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--max-step-tokens", type=int_at_least(1), default=256)
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (default: 1.0)")
+    parser.add_argument(
+        "--max-step-tokens", type=int_at_least(1), default=256,
+        help="most tokens one step may generate (default: 256)",
+    )
     parser.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
-    parser.add_argument("--max-depth", type=int_at_least(1), default=32)
+    parser.add_argument(
+        "--max-depth", type=int_at_least(1), default=32, help="most steps in one solution (default: 32)"
+    )
 
 
 def _unescape(text: str) -> str:
@@ -525,7 +533,7 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
 def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
     """The sweep's problems; a dataset that cannot be read names ``flag`` and the fix flags."""
     from prmsearch.benchmarks.datasets import load_dataset
-    from prmsearch.benchmarks.sweep import SweepProblem
+    from prmsearch.benchmarks.sweep import sweep_problems
 
     with flag_context(flag, value):
         dataset = load_dataset(
@@ -545,7 +553,7 @@ def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
             f"{cli_text(str(dataset.errors[0]))}",
             file=sys.stderr,
         )
-    return [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
+    return sweep_problems(dataset)
 
 
 def _runner(args: argparse.Namespace, ray_backends):
@@ -622,12 +630,29 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
     return 1 if stopped is not None or summary["missing"] else 0
 
 
+DESCRIPTION = """\
+Test-time search for reasoning, guided by process reward models (PRMs): a policy model proposes
+steps, a PRM scores them, a search strategy decides where the next generations go. Without
+--policy/--prm it runs the embedded tiny arithmetic models (no download)."""
+
+EPILOG = """\
+examples:
+  prmsearch solve "Start with 7. Add 5. Multiply by 3. Subtract 6. What is the result?" --n 16
+  prmsearch strategies
+  prmsearch bench --strategies beam,best_of_n --budgets 4,16 --limit 50
+  prmsearch bench --recipe recipes/qwen25-math-1.5b_qwen-prm-7b_math500.yaml
+
+`prmsearch COMMAND --help` lists a command's flags. A bad flag value is one line on stderr naming
+the flag and the fix (exit 2); bench exits 1 when a sweep is incomplete."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = CliParser(prog="prmsearch", description=__doc__)
+    parser = CliParser(prog="prmsearch", description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve one question with search")
-    solve.add_argument("question")
+    solve.add_argument("question", help="the question, in quotes")
     add_strategy_arguments(solve)
     add_backend_arguments(solve)
     solve.add_argument("--json", action="store_true", help="print one JSON object")
@@ -635,7 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.set_defaults(func=cmd_solve)
 
     strategies = sub.add_parser("strategies", help="list strategies and their options")
-    strategies.add_argument("--json", action="store_true")
+    strategies.add_argument("--json", action="store_true", help="print the strategies and options as JSON")
     strategies.set_defaults(func=cmd_strategies)
 
     bench = sub.add_parser("bench", help="sweep strategies x budgets x seeds over a dataset")
@@ -651,13 +676,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--skip-bad-rows", action="store_true", help="skip malformed dataset rows (see stderr)"
     )
-    bench.add_argument("--split", default=None)
-    bench.add_argument("--limit", type=int_at_least(1), default=None)
-    bench.add_argument("--shuffle-seed", type=int, default=None)
+    bench.add_argument("--split", default=None, help="dataset split where it has several (arith: test)")
+    bench.add_argument(
+        "--limit", type=int_at_least(1), default=None, help="the first N problems only (after any shuffle)"
+    )
+    bench.add_argument(
+        "--shuffle-seed", type=int, default=None, help="shuffle the problems with this seed before --limit"
+    )
     strategies = csv_of(str, "strategy names", "beam,best_of_n")
     bench.add_argument("--strategies", type=strategies, default=None, help="comma-separated")
-    bench.add_argument("--budgets", type=csv_of(int_at_least(1), "ints >= 1", "1,4,16"), default=(1, 4, 16))
-    bench.add_argument("--seeds", type=csv_of(int, "ints", "0,1,2"), default=(0,))
+    bench.add_argument(
+        "--budgets", type=csv_of(int_at_least(1), "ints >= 1", "1,4,16"), default=(1, 4, 16),
+        help="comma-separated values of each strategy's n (greedy runs once, at 1) (default: 1,4,16)",
+    )
+    bench.add_argument(
+        "--seeds", type=csv_of(int, "ints", "0,1,2"), default=(0,),
+        help="comma-separated run seeds; each is a full sweep (default: 0)",
+    )
     bench.add_argument("--out", default=None, help="results folder (default: runs/<dataset>-<time>)")
     bench.add_argument("--resume", action="store_true", help="continue the run in --out (its missing rows)")
     bench.add_argument(
@@ -682,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--chunk", type=int_at_least(1), default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")
-    bench.add_argument("--no-progress", action="store_true")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     bench.add_argument(
         "--share-bon-samples",
         action=argparse.BooleanOptionalAction,

@@ -114,12 +114,18 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("input", help="JSONL file of questions with responses")
     parser.add_argument("--subsamples", type=int, default=16, help="random subsets per question and N")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the subsampling draws (default: 0)")
     parser.add_argument(
         "--ns", type=csv_of(int), default=None, help="sizes N, e.g. 1,4,16 (default: powers of 2)"
     )
-    parser.add_argument("--selections", type=csv_of(str), default=("argmax", "majority", "weighted"))
-    parser.add_argument("--aggregations", type=csv_of(str), default=("min", "last", "prod", "mean"))
+    parser.add_argument(
+        "--selections", type=csv_of(str), default=("argmax", "majority", "weighted"),
+        help="comma-separated final selections to compare (default: argmax,majority,weighted)",
+    )
+    parser.add_argument(
+        "--aggregations", type=csv_of(str), default=("min", "last", "prod", "mean"),
+        help="comma-separated step-score aggregations to compare (default: min,last,prod,mean)",
+    )
     parser.add_argument("--prm", default=None, help="scorer name or PRM model path, for rows without scores")
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
     parser.add_argument(

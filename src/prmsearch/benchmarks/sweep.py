@@ -21,7 +21,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,11 @@ class SweepProblem:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"SweepProblem.{name} must be a non-empty string, got {value!r:.80}")
+
+
+def sweep_problems(dataset: Iterable[Any]) -> list[SweepProblem]:
+    """A loaded dataset's problems (:func:`prmsearch.benchmarks.load_dataset`) as sweep problems."""
+    return [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
 
 
 #: Exception names that, in a row's ``error`` (the driver writes ``"Name: message"``), mean the
@@ -188,7 +193,7 @@ def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, erro
 def run_sweep(
     config: SweepConfig,
     problems: Sequence[SweepProblem],
-    out: Path,
+    out: str | Path,
     *,
     resume: bool = False,
     retry_errors: bool = False,
