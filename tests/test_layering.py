@@ -1,8 +1,9 @@
 """The house's import rules, read from the source with ``ast`` (no third-party tool).
 
 Imports point one way, down: ground <- engines <- policies, scorers <- search <- api <- arith <-
-benchmarks <- prm, perf <- cli. Policies and scorers are siblings (neither imports the other; what
-both need lives in ``engines``), so are ``prm`` and ``perf``. Strategies import only the search
+benchmarks <- prm, perf, conformance <- cli. Policies and scorers are siblings (neither imports the
+other; what both need lives in ``engines``), so are ``prm``, ``perf`` and ``conformance`` (the
+checks for new parts, which only the command line may import). Strategies import only the search
 core and the ground floor; the search core sees backends only through their protocol modules.
 Every import counts, the lazy ones inside functions too: a lazy import still points somewhere.
 """
@@ -30,9 +31,15 @@ FLOORS = {
     "benchmarks": 6,
     "prm": 7,
     "perf": 7,
+    "conformance": 7,
     "cli": 8,
 }
-SIBLINGS = {frozenset({"policies", "scorers"}), frozenset({"prm", "perf"})}
+SIBLINGS = {
+    frozenset({"policies", "scorers"}),
+    frozenset({"prm", "perf"}),
+    frozenset({"prm", "conformance"}),
+    frozenset({"perf", "conformance"}),
+}
 GROUND = {"tree", "answers", "registry", "seeding", "costs"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.
 PROTOCOLS = {"prmsearch.policies.base", "prmsearch.scorers.base"}
@@ -198,6 +205,10 @@ def test_checks_catch_what_they_should():
     assert allowed("prmsearch.scorers.hf", "prmsearch.policies.hf")
     assert allowed("prmsearch.search.driver", "prmsearch.policies.hf")
     assert allowed("prmsearch.perf.suite", "prmsearch.prm.train")
+    assert allowed("prmsearch.perf.suite", "prmsearch.conformance")
+    assert allowed("prmsearch.benchmarks.sweep", "prmsearch.conformance")
+    assert allowed("prmsearch.conformance", "prmsearch.benchmarks.datasets") is None
+    assert allowed("prmsearch.cli", "prmsearch.conformance") is None
     assert allowed("prmsearch.cli", "prmsearch.benchmarks.sweep") is None
     assert strongly_connected({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert strongly_connected({"a": ["b"], "b": []}) == []

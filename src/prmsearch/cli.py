@@ -194,23 +194,25 @@ def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
         raise FlagError(_SAMPLING_FLAGS[field], values[field], str(exc)) from None
 
 
-def load_policy(name: str | None, backend: str | None):
-    """The policy of ``--policy`` (and ``--policy-backend``); a failure names the flag."""
+def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
+    """The policy of ``--policy`` (and ``--policy-backend``), or of another flag pair such as
+    ``--judge``/``--judge-backend``; a failure names the flag."""
+    backend_flag = f"{flag}-backend"
     if backend is not None:
         if not name:
-            raise FlagError("--policy-backend", backend, "needs --policy MODEL (a model folder or Hub id)")
-        with flag_context("--policy-backend", backend):
+            raise FlagError(backend_flag, backend, f"needs {flag} MODEL (a model folder or Hub id)")
+        with flag_context(backend_flag, backend):
             POLICIES.entry(backend)  # an unknown backend lists the known ones
     try:
         return make_policy(backend, model=name) if backend is not None else resolve_policy(name)
     except MissingModelError as exc:
-        fix = f"pass --policy MODEL --policy-backend {name}"
-        raise FlagError("--policy", name, f"policy backend {name!r} needs a model: {fix}") from exc
+        fix = f"pass {flag} MODEL {backend_flag} {name}"
+        raise FlagError(flag, name, f"policy backend {name!r} needs a model: {fix}") from exc
     except ValueError as exc:
-        raise FlagError("--policy", name, cli_text(exc)) from exc
+        raise FlagError(flag, name, cli_text(exc)) from exc
     except _BAD_VALUE as exc:
         fix = f"give a registered policy ({', '.join(POLICIES.names())}), or a model folder or Hub id"
-        raise FlagError("--policy", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+        raise FlagError(flag, name, f"could not load it ({cli_text(exc)}); {fix}") from exc
 
 
 def load_scorer(name: str | None, family: str | None):
@@ -755,6 +757,133 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_label(args: argparse.Namespace) -> int:
+    """``prmsearch label``: sample solutions and label their steps (MC, judge or consensus)."""
+    import time
+    from types import SimpleNamespace
+
+    from prmsearch import __version__
+    from prmsearch.benchmarks.results import ResultsFolderError
+    from prmsearch.prm.labelling import LabelConfig, LabelProblem, run_labelling
+
+    if args.resume and not args.out:
+        raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
+    if args.judge_backend is not None and not args.judge:
+        raise FlagError("--judge-backend", args.judge_backend, "needs --judge MODEL")
+    values = {
+        "method": args.method, "samples": args.samples, "rollouts": args.rollouts,
+        "mc_threshold": args.mc_threshold, "judge_samples": args.judge_samples,
+        "temperature": args.temperature, "judge_temperature": args.judge_temperature,
+        "solution_max_tokens": args.max_solution_tokens, "judge_max_tokens": args.judge_max_tokens,
+        "delimiter": _unescape(args.delimiter), "seed": args.seed, "chunk": args.chunk,
+    }  # fmt: skip
+    try:
+        cfg = LabelConfig(**values)
+    except ValueError as exc:
+        field = next((f for f in values if str(exc).startswith(f)), "method")
+        flag = _LABEL_FLAGS.get(field, f"--{field.replace('_', '-')}")
+        raise FlagError(flag, values[field], str(exc)) from None
+    dataset, dataset_path = dataset_from_flags(args.dataset, args.dataset_path)
+    source = SimpleNamespace(dataset=dataset, dataset_path=dataset_path, split=args.split, limit=args.limit,
+                             shuffle_seed=args.shuffle_seed, question_field=args.question_field,
+                             answer_field=args.answer_field, id_field=args.id_field)  # fmt: skip
+    problems = [LabelProblem(p.qid, p.question, p.gold)
+                for p in load_problems(source, "--dataset", args.dataset, args.skip_bad_rows)]
+    name = Path(dataset_path).stem if dataset == "jsonl" and dataset_path else dataset
+    out = Path(args.out) if args.out else Path("runs") / f"labels-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    policy = load_policy(args.policy, args.policy_backend)
+    judge = None
+    if cfg.uses_judge:
+        judge = load_policy(args.judge, args.judge_backend, "--judge") if args.judge else policy
+    provenance = {
+        "policy": args.policy or "embedded arith policy", "policy_backend": args.policy_backend,
+        "judge": (args.judge or args.policy or "embedded arith policy") if cfg.uses_judge else None,
+        "judge_backend": args.judge_backend if cfg.uses_judge else None,
+        "dataset": name, "split": args.split, "seed": cfg.seed, "prmsearch": __version__,
+    }  # fmt: skip
+
+    def progress(done: int, total: int) -> None:
+        if not args.no_progress:
+            print(f"labelled {done}/{total} problems", file=sys.stderr, flush=True)
+
+    try:
+        summary = run_labelling(cfg, problems, out, policy=policy, judge=judge, resume=args.resume,
+                                provenance=provenance, progress=progress)  # fmt: skip
+    except ResultsFolderError as exc:
+        raise FlagError("--out", str(out), str(exc)) from None
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        kept = f"{summary['labelled']}/{summary['solutions']} solutions labelled"
+        if summary["retention"] is not None:
+            kept += f" (retention {summary['retention']:.1%})"
+        print(f"{kept}, {summary['steps']} steps ({summary['negative_steps']} wrong); statuses "
+              f"{summary['statuses']}\nlabels: {out / 'labels.jsonl'}  stepwise: {out / 'stepwise.jsonl'}")
+    errors = summary["statuses"].get("error", 0)
+    if errors:
+        print(f"prmsearch label: {errors} solutions or problems ended in an error (their rows in "
+              f"{out / 'labels.jsonl'} say why)", file=sys.stderr)
+        return 1
+    return 0
+
+
+#: LabelConfig fields and the flags that set them, where the names differ.
+_LABEL_FLAGS = {"solution_max_tokens": "--max-solution-tokens"}
+
+
+def _add_label(sub) -> None:
+    label = sub.add_parser(
+        "label",
+        help="sample solutions and label their steps: Monte Carlo, an LLM judge, or their consensus",
+        description="Labels steps of the policy's own solutions for PRM training, as in \"The Lessons of "
+        "Developing Process Reward Models\": mc (rollouts from every step prefix), judge (a model names "
+        "the earliest wrong paragraph), consensus (kept where both agree). Writes labels.jsonl (every "
+        "solution, soft values, verdicts, provenance) and stepwise.jsonl (prompt, completions, labels: "
+        "the layout of TRL's PRM trainer).",
+    )
+    label.add_argument("--method", choices=("mc", "judge", "consensus"), default="mc",
+                       help="how steps are labelled (default: mc)")
+    label.add_argument("--dataset", default="arith", help="a dataset name or FILE.jsonl with questions and "
+                       "gold answers (default: arith)")
+    label.add_argument("--dataset-path", default=None, help="local file (or folder) of a named dataset")
+    label.add_argument("--split", default=None, help="dataset split (arith: train, validation or test)")
+    label.add_argument("--limit", type=int_at_least(1), default=None, help="the first N problems only")
+    label.add_argument("--shuffle-seed", type=int, default=None, help="shuffle the problems before --limit")
+    label.add_argument("--question-field", default=None, help="row field of the question (JSONL datasets)")
+    label.add_argument("--answer-field", default=None, help="row field of the gold answer (JSONL datasets)")
+    label.add_argument("--id-field", default=None, help="row field of a unique id (JSONL datasets)")
+    label.add_argument("--skip-bad-rows", action="store_true", help="skip malformed dataset rows")
+    label.add_argument("--policy", default=None, help="the policy that writes solutions: a backend name, "
+                       "model folder or Hub id (default: embedded)")
+    label.add_argument("--policy-backend", default=None, help="backend for a policy model path (default: hf)")
+    label.add_argument("--judge", default=None, help="the judge for judge/consensus: a backend name, model "
+                       "folder or Hub id (default: the policy itself)")
+    label.add_argument("--judge-backend", default=None, help="backend for a judge model path (default: hf)")
+    label.add_argument("--samples", type=int_at_least(1), default=4, help="solutions per problem (default 4)")
+    label.add_argument("--rollouts", type=int_at_least(1), default=8,
+                       help="MC completions per distinct step prefix (default: 8)")
+    label.add_argument("--mc-threshold", type=float, default=0.0,
+                       help="a step whose MC value is at or below this is wrong (default: 0)")
+    label.add_argument("--judge-samples", type=int_at_least(1), default=3,
+                       help="judge verdicts per solution, majority-voted (default: 3)")
+    label.add_argument("--temperature", type=float, default=0.7, help="policy temperature (default: 0.7)")
+    label.add_argument("--judge-temperature", type=float, default=0.7,
+                       help="judge temperature; one judge sample is greedy (default: 0.7)")
+    label.add_argument("--max-solution-tokens", type=int_at_least(1), default=1024,
+                       help="token limit of one solution or rollout (default: 1024)")
+    label.add_argument("--judge-max-tokens", type=int_at_least(1), default=1024,
+                       help="token limit of one judge critique (default: 1024)")
+    label.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
+    label.add_argument("--seed", type=int, default=0, help="run seed (default: 0)")
+    label.add_argument("--chunk", type=int_at_least(1), default=16,
+                       help="problems per batched run and per write to disk (default: 16)")
+    label.add_argument("--out", default=None, help="output folder (default: runs/labels-<dataset>-<time>)")
+    label.add_argument("--resume", action="store_true", help="continue the run in --out")
+    label.add_argument("--json", action="store_true", help="print summary.json")
+    label.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    label.set_defaults(func=cmd_label)
+
+
 def _benchmark_commands(sub) -> None:
     from prmsearch.benchmarks.commands import register_commands
     from prmsearch.perf.command import register_perf_command
@@ -763,7 +892,7 @@ def _benchmark_commands(sub) -> None:
     register_perf_command(sub)
 
 
-_EXTRA_COMMANDS: list = [_benchmark_commands]
+_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

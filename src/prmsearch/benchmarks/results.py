@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -146,13 +146,20 @@ def package_versions() -> dict[str, str]:
 
 @dataclass
 class ResultsFolder:
-    """Reads and appends a sweep's rows; one instance per run."""
+    """Reads and appends a run's rows, one JSONL line each, fsynced as they come; one instance
+    per run. A sweep's rows by default; ``results_name`` and ``key`` serve other row kinds (the
+    labelling run's solutions), with the same resume, torn-line and last-row-wins rules."""
 
     path: Path
+    results_name: str = RESULTS
+    key: Callable[[Mapping[str, Any]], tuple] = row_key
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
 
     @property
     def results_path(self) -> Path:
-        return self.path / RESULTS
+        return self.path / self.results_name
 
     @property
     def manifest_path(self) -> Path:
@@ -191,7 +198,7 @@ class ResultsFolder:
             self.manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         self._repair_torn_tail()
         self.compact()  # a run killed between a replacement and its compaction
-        return {row_key(row) for row in self.rows()}
+        return {self.key(row) for row in self.rows()}
 
     def _repair_torn_tail(self) -> None:
         """Cut a partial last line (a run killed mid-write) so appends start on a fresh line."""
@@ -215,7 +222,7 @@ class ResultsFolder:
         """(line, row) of each key's last row, in file order, and how many rows were superseded."""
         lines = self._lines()
         rows = [json.loads(line) for line in lines]
-        last = {row_key(row): index for index, row in enumerate(rows)}
+        last = {self.key(row): index for index, row in enumerate(rows)}
         keep = sorted(last.values())
         return [(lines[i], rows[i]) for i in keep], len(lines) - len(keep)
 
@@ -228,7 +235,7 @@ class ResultsFolder:
 
     def error_keys(self) -> set[RowKey]:
         """Keys whose (last) row records an error: what ``--retry-errors`` runs again."""
-        return {row_key(row) for row in self.rows() if row.get("error")}
+        return {self.key(row) for row in self.rows() if row.get("error")}
 
     def compact(self) -> int:
         """Rewrite the results file with one row per key (the last); returns how many superseded
@@ -236,7 +243,7 @@ class ResultsFolder:
         winners, dropped = self._winners()
         if not dropped:
             return 0
-        temporary = self.results_path.with_name(RESULTS + ".tmp")
+        temporary = self.results_path.with_name(self.results_name + ".tmp")
         with temporary.open("w", encoding="utf-8") as handle:
             handle.writelines(line for line, _ in winners)
             handle.flush()
@@ -250,9 +257,10 @@ class ResultsFolder:
         for row in self.rows():
             yield ResultRow.from_dict(row)
 
-    def append(self, row: ResultRow) -> None:
-        """Append one row and force it to disk."""
-        line = json.dumps(row.to_dict(), allow_nan=False) + "\n"
+    def append(self, row: ResultRow | Mapping[str, Any]) -> None:
+        """Append one row (a :class:`ResultRow` or a JSON-ready mapping) and force it to disk."""
+        data = row.to_dict() if isinstance(row, ResultRow) else dict(row)
+        line = json.dumps(data, allow_nan=False) + "\n"
         with self.results_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

