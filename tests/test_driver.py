@@ -14,6 +14,7 @@ from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
 from prmsearch.scorers.base import ContextLengthError, StepScores
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.ledger import Ledger
+from prmsearch.search.protocol import Choice
 
 QUESTIONS = [f"problem {i}" for i in range(6)]
 
@@ -197,3 +198,33 @@ def test_other_scorer_failures_still_fail_the_problem():
 
     result = Searcher(ScriptedPolicy({(): ["\\boxed{1}"]}), Broken({}), "beam", n=1, width=1)("q")
     assert result.error is not None and "PRM server down" in result.error
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (lambda leaves: Choice(-1, tuple(leaves)), "chose node -1"),
+        (lambda leaves: Choice(10_000, tuple(leaves)), "chose node 10000"),
+        (lambda leaves: Choice(leaves[0], (*leaves, 10_001)), "chose node 10001"),
+        (lambda leaves: leaves[0], "must return a Choice"),
+    ],
+)
+def test_a_broken_choice_fails_its_own_problem_only(returned, message):
+    """A strategy returning a node outside the tree (or no Choice) fails that problem with a
+    clear error; the other problems of the batch finish, and no wrong answer is reported."""
+    from prmsearch.search.protocol import BoundStrategy, Expand, StrategySpec
+    from prmsearch.search.strategies.common import SearchConfig
+    from prmsearch.tree import ROOT
+
+    def algorithm(tree, cfg, rng):
+        (leaves,) = yield Expand(((ROOT, cfg.n),), full_solution=True)
+        if tree.question == "broken":
+            return returned(leaves)
+        return Choice(leaves[0], tuple(leaves))
+
+    spec = StrategySpec("broken_choice", SearchConfig, algorithm, "returns what it is told")
+    strategy = BoundStrategy(spec, SearchConfig(n=2))
+    searcher = Searcher(ScriptedPolicy(synthetic_script(2)), ScriptedScorer(synthetic_scores), strategy)
+    fine, broken = searcher.run(["fine", "broken"])
+    assert fine.error is None and fine.answer is not None
+    assert message in broken.error and broken.answer is None

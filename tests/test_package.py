@@ -83,7 +83,8 @@ def test_questions_outside_the_embedded_domain_get_a_note():
     from prmsearch import Searcher
     from prmsearch.arith.defaults import domain_note
 
-    assert domain_note("Start with 12. Add 5. Multiply by 3. What is the result?") is None
+    assert domain_note("Start with 12. Add 5. Multiply by 3. Subtract 4. What is the result?") is None
+    assert domain_note("Start with 3. Add 4. Multiply by 2. What is the result?")  # 2 operations: untrained
     assert "outside that domain" in domain_note("Prove that there are infinitely many primes.")
     policy, scorer = synthetic_backends(depth=2)
     result = Searcher(policy, scorer, "beam", n=4, annotate=domain_note)("What is love?")

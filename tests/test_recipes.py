@@ -91,3 +91,12 @@ def test_building_uses_the_registered_backends(monkeypatch):
     recipe.build_backends()
     assert made["policy"] == {"model": "some/model", "gpu_memory_utilization": 0.5}
     assert made["prm"] == {"model": "some/prm"}
+
+
+def test_a_registered_policy_backend_is_accepted():
+    from prmsearch import register_policy
+
+    register_policy("test-recipe-backend", lambda **kw: kw, replace=True)
+    recipe = parse_recipe({**MINIMAL, "policy": {"backend": "test-recipe-backend", "model": "m"}})
+    assert recipe.policy.backend == "test-recipe-backend"
+    assert recipe.build_policy() == {"model": "m"}

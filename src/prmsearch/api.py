@@ -196,7 +196,7 @@ def solve(
     policy: Policy | str | None = None,
     scorer: Scorer | str | None = None,
     strategy: str | BoundStrategy = "beam",
-    n: int = 16,
+    n: int | None = None,
     *,
     prm_family: str | None = None,
     sampling: SamplingParams | None = None,
@@ -206,10 +206,13 @@ def solve(
 ) -> SearchResult:
     """Solve one question with search and return the answer, path, step scores, tree and ledger.
 
-    ``policy`` and ``scorer`` default to the embedded arithmetic models; strategy options
+    ``policy`` and ``scorer`` default to the embedded arithmetic models; ``n`` is the budget (None:
+    the strategy's own default, 16 for the searches and 1 for greedy); strategy options
     (``width=4``, ``aggregation="min"``, ...) pass through ``options``.
     """
-    bound = strategy if isinstance(strategy, BoundStrategy) else as_strategy(strategy, {"n": n, **options})
+    if not isinstance(strategy, BoundStrategy):
+        strategy = as_strategy(strategy, {**({"n": n} if n is not None else {}), **options})
+    bound = strategy
     searcher = Searcher(
         resolve_policy(policy),
         resolve_scorer(scorer, prm_family),

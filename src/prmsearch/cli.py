@@ -125,7 +125,10 @@ def option_type(form: str) -> Callable[[str], tuple[str, object]]:
 def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags choosing one strategy and its options (``solve``)."""
     parser.add_argument("--strategy", default="beam", help="strategy name (see `prmsearch strategies`)")
-    parser.add_argument("--n", type=int_at_least(1), default=16, help="compute budget in generations")
+    parser.add_argument(
+        "--n", type=int_at_least(1), default=None,
+        help="compute budget in generations (default: the strategy's own, 16; greedy: 1)",
+    )
     parser.add_argument(
         "--option",
         "-o",
@@ -249,7 +252,8 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
     with flag_context("--strategy", args.strategy):
         strategy_spec(args.strategy)
     options = dict(args.option)
-    options.setdefault("n", args.n)
+    if args.n is not None:
+        options.setdefault("n", args.n)  # else the strategy's own default (16; greedy 1)
     flag = "-o/--option" if args.option else "--n"
     value = _option_text(dict(args.option)) if args.option else args.n
     with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):

@@ -14,8 +14,10 @@ from prmsearch.arith.models import check_shipped_folder, default_policy_path
 
 PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --out runs/prm-final --ship"
 _PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+#: The trained domain: a start value and 3 to 8 operations (``ProblemConfig``'s defaults); the
+#: policy never saw shorter or longer chains and answers them confidently wrong.
 _DOMAIN = re.compile(
-    r"^Start with \d+\.(?: (?:Add|Subtract|Multiply by|Divide by) \d+\.)+ What is the result\?$"
+    r"^Start with \d+\.(?: (?:Add|Subtract|Multiply by|Divide by) \d+\.){3,8} What is the result\?$"
 )
 
 
@@ -48,7 +50,8 @@ def domain_note(question: str) -> str | None:
     if _DOMAIN.match(question.strip()):
         return None
     return (
-        "the embedded default models know only arithmetic chains such as 'Start with 12. Add 5. "
-        "Multiply by 3. What is the result?'; this question is outside that domain, so the answer "
+        "the embedded default models know only arithmetic chains of 3 to 8 operations such as 'Start "
+        "with 12. Add 5. Multiply by 3. Subtract 4. What is the result?'; this question is outside that "
+        "domain, so the answer "
         "is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real models."
     )

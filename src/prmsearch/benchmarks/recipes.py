@@ -144,9 +144,11 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
         raise RecipeError(f"{source}: unknown {what}.args {sorted(set(args) - known)} for backend "
                           f"{backend!r}; known: {sorted(known)}")
     if what == "policy":
-        if backend not in POLICY_BACKENDS:
-            raise RecipeError(f"{source}: policy.backend must be one of {list(POLICY_BACKENDS)}, "
-                              f"got {backend!r}")
+        from prmsearch.policies import POLICIES
+
+        if backend not in POLICY_BACKENDS and backend not in POLICIES:
+            raise RecipeError(f"{source}: policy.backend must be a registered policy backend "
+                              f"({', '.join(POLICIES.names())}), got {backend!r}")
         if backend == "openai" and "base_url" not in args:
             raise RecipeError(f"{source}: the openai policy needs policy.args.base_url")
         if "prompt_format" in args:

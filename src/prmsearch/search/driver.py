@@ -279,11 +279,25 @@ class Driver:
             self._check_expand(job.tree, expand)
             return expand
         except StopIteration as stop:
+            try:
+                self._check_choice(job.tree, stop.value)
+            except Exception as exc:  # a broken strategy fails its own problem only
+                job.error = _describe(exc)
+                return None
             job.choice = stop.value
             return None
         except Exception as exc:
             job.error = _describe(exc)
             return None
+
+    @staticmethod
+    def _check_choice(tree: SearchTree, choice: object) -> None:
+        if not isinstance(choice, Choice):
+            raise TypeError(f"strategies must return a Choice, got {type(choice).__name__}")
+        size = len(tree)
+        for node in (choice.node, *choice.candidates):
+            if isinstance(node, bool) or not isinstance(node, (int, np.integer)) or not 0 <= node < size:
+                raise ValueError(f"strategy chose node {node!r}, not in the tree (size {size})")
 
     @staticmethod
     def _check_expand(tree: SearchTree, expand: object) -> None:

@@ -14,6 +14,20 @@ def require_int(name: str, value: object, minimum: int) -> None:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def parse_bool(name: str, value: object) -> bool:
+    """``value`` as a bool: a bool, or true/false/yes/no/on/off/1/0 in any case (a command line
+    passes ``-o rollout=False`` as text); anything else is a ValueError naming ``name``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)) and str(value).strip().lower() in _TRUE | _FALSE:
+        return str(value).strip().lower() in _TRUE
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
 def require_positive(name: str, value: object) -> None:
     """Raise a ValueError naming ``name`` unless ``value`` is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -2,11 +2,14 @@
 
 Selection uses PUCT (Silver et al., 2017): ``Q(c) + c_puct * P(c) * sqrt(N(parent)) / (1 + N(c))``.
 A selected leaf is expanded with ``expansion_width`` next steps; each child's value is its
-aggregated PRM score (no rollout, as in ReST-MCTS*/rStar-style step-level MCTS), backed up along
-the path. Several leaves can be selected per round (``leaves_per_round``): a virtual loss keeps
-them apart, so the driver can batch them and other problems' requests into one policy call.
+aggregated PRM score, and with ``rollout`` (the default) the best new child is also completed
+into one whole solution whose aggregated score is backed up too (``rollout=False``: PRM values
+only, as in step-level MCTS that trusts the PRM's partial-path scores). Several leaves can be
+selected per round (``leaves_per_round``): a virtual loss keeps them apart, so the driver can
+batch them and other problems' requests into one policy call.
 The budget ``n`` counts generations. The final answer follows the most visited children from the
-root (``final="visits"``) or applies ``selection`` over all finished solutions (``"value"``).
+root (``final="visits"``; when that path ends unfinished, the best-scored finished solution) or
+applies ``selection`` over all finished solutions (``"value"``); ``selection`` matters only there.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from prmsearch.search.aggregation import Aggregation, parse_enum, path_score, ranking_key
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import best_by_score, select
-from prmsearch.search.strategies.common import SearchConfig, require_int, require_positive
+from prmsearch.search.strategies.common import SearchConfig, parse_bool, require_int, require_positive
 from prmsearch.tree import ROOT, SearchTree
 
 
@@ -76,6 +79,7 @@ class MCTSConfig(SearchConfig):
         object.__setattr__(self, "value", Aggregation.parse(self.value, "value"))
         object.__setattr__(self, "prior", parse_enum(Prior, self.prior, "prior"))
         object.__setattr__(self, "final", parse_enum(FinalChoice, self.final, "final"))
+        object.__setattr__(self, "rollout", parse_bool("rollout", self.rollout))
 
 
 class _Search:

@@ -59,7 +59,8 @@ class ParticleFilterConfig(SearchConfig):
 
 
 def particle_weights(scores: np.ndarray, temperature: float) -> np.ndarray:
-    """Normalised ``softmax(logit(p) / temperature)``; unscored (NaN) particles get weight 0."""
+    """Normalised ``softmax(logit(p) / temperature)``; an unscored (NaN) particle counts as score 1e-6
+    (nearly no weight; when every particle is unscored, equal weights)."""
     p = np.clip(np.nan_to_num(scores, nan=_EPS), _EPS, 1 - _EPS)
     logits = np.log(p) - np.log1p(-p)
     logits = logits / temperature
