@@ -173,6 +173,8 @@ def cmd_eval_prm(args: argparse.Namespace) -> int:
         write_report,
     )
 
+    if args.labels:
+        return _eval_prm_on_labels(args)
     try:
         config = EvalPrmConfig(
             threshold=args.threshold,
@@ -202,18 +204,58 @@ def cmd_eval_prm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_prm_on_labels(args: argparse.Namespace) -> int:
+    """``eval-prm --labels FILE``: response-level, step-level and bias figures on labelled solutions."""
+    from prmsearch.api import resolve_scorer
+    from prmsearch.benchmarks.prm_bias import bias_markdown, bias_report, read_labelled, score_candidates
+
+    try:
+        if args.inputs or args.dataset:
+            raise ValueError("give --labels FILE or ProcessBench inputs/--dataset, not both")
+        candidates = read_labelled(args.labels)
+        if args.limit is not None:
+            candidates = candidates[: args.limit]
+        scorer = resolve_scorer(args.prm, args.prm_family)
+        scores = score_candidates(scorer, candidates, args.batch_size)
+        threshold = args.threshold if args.threshold is not None else 0.5
+        report = bias_report(candidates, scores, args.aggregation, threshold)
+    except input_errors() as exc:
+        return fail("eval-prm", exc)
+    report["labels"] = str(args.labels)
+    report["prm"] = args.prm or "embedded arith PRM"
+    if args.out:
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "eval_prm_bias.json").write_text(json.dumps(report, indent=2) + "\n")
+        (folder / "eval_prm_bias.md").write_text(bias_markdown(report, report["prm"]))
+    text = json.dumps(report) + "\n" if args.json else bias_markdown(report, report["prm"])
+    print(text, end="")
+    return 0
+
+
 def _add_eval_prm(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "eval-prm",
         help="ProcessBench-style first-error F1 of a PRM, per split",
         description=(
             "Input: ProcessBench JSONL rows {problem, steps: [...], label (first wrong step or -1), id?}. "
-            "The first step scored below the threshold is the prediction."
+            "The first step scored below the threshold is the prediction. With --labels, the labelled "
+            "solutions of `prmsearch label` instead: response-level, step-level and bias figures in one "
+            "table."
         ),
     )
     parser.add_argument("inputs", nargs="*", help="JSONL/JSON files (several files: one split each)")
     parser.add_argument(
         "--dataset", default=None, help=f"built-in dataset: {', '.join(PROCESSBENCH_DATASETS)}"
+    )
+    parser.add_argument(
+        "--labels", default=None, metavar="FILE",
+        help="labels.jsonl of `prmsearch label`: best-of-N accuracy, first-error F1 and the BoN-bias "
+        "measures (right answers through wrong steps ranked first; lowest score on the final step)",
+    )
+    parser.add_argument(
+        "--aggregation", default="min", choices=("min", "last", "prod", "mean"),
+        help="with --labels: how step scores rank candidates (default: min)",
     )
     parser.add_argument("--split-field", default=None, help="row field whose value is the split, e.g. source")
     parser.add_argument("--threshold", type=float, default=None, help="fixed threshold (default 0.5)")
