@@ -256,3 +256,20 @@ def test_smollm2_as_policy_and_judge(tmp_path):
         assert row["status"] in ("labelled", "unparsable", "disagree", "error")
         if row["status"] != "error":
             assert len(row["judge_verdicts"]) == 2 and len(row["mc_values"]) == len(row["completions"])
+
+
+def test_mc_counts_fresh_rollouts_only(tmp_path):
+    """A right solution whose prefixes lead every fresh rollout astray gets MC value 0 there (a
+    right answer through steps MC calls wrong); counting the solution's own continuation would
+    have given every prefix a value above 0."""
+
+    def script(question, steps, index, seed):
+        if not steps:
+            return "\n\n".join(GOLD)
+        return "\n\n".join(["24 - 5 = 20", "20 + 13 = 33. The answer is \\boxed{33}"][len(steps) - 1:])
+
+    run_labelling(LabelConfig(method="mc", samples=1, rollouts=2), [PROBLEM], tmp_path,
+                  policy=ScriptedPolicy(script))  # fmt: skip
+    (row,) = _rows(tmp_path)
+    assert row["answer_correct"] and row["mc_values"] == [0.0, 0.0, 1.0]
+    assert row["mc_first_error"] == 0 and row["labels"] == [False, False, False]

@@ -3,10 +3,10 @@ judge, and their consensus, as compared in "The Lessons of Developing Process Re
 Mathematical Reasoning" (Zhang et al., 2025).
 
 * ``mc`` (Math-Shepherd style): the policy samples whole solutions; from every distinct step
-  prefix, ``rollouts`` completions are drawn through the engine's own tree and batched driver
-  (a prefix shared by several samples is rolled out once, and the sample's own continuation
-  counts as one more draw). A step's soft value is the share of completions after it whose
-  answer the grader accepts; the last step's value is its own answer's correctness. The first
+  prefix, ``rollouts`` fresh completions are drawn through the engine's own tree and batched
+  driver (a prefix shared by several samples is rolled out once; the samples' own continuations
+  do not count). A step's soft value is the share of completions after it whose answer the
+  grader accepts; the last step's value is its own answer's correctness. The first
   step whose value is at or below ``mc_threshold`` (0: no completion was right) is MC's first
   error.
 * ``judge``: a policy backend asked, ``judge_samples`` times, to name the earliest wrong
@@ -103,13 +103,31 @@ def chain_end(tree: SearchTree, node: int) -> int:
     return node
 
 
-def mc_values(tree: SearchTree, right: Callable[[str | None], bool]) -> dict[tuple[str, ...], float]:
-    """For every expanded prefix, the share of its completions whose answer is ``right``."""
+def sample_nodes(tree: SearchTree, samples: int) -> set[int]:
+    """Every node on the chains of the first ``samples`` solutions under the root."""
+    nodes: set[int] = set()
+    for leaf in tree.children(ROOT)[:samples]:
+        node = leaf
+        nodes.add(node)
+        while tree.children(node) and not tree.terminal[node]:
+            node = tree.children(node)[0]
+            nodes.add(node)
+    return nodes
+
+
+def mc_values(tree: SearchTree, right: Callable[[str | None], bool], samples: int | None = None
+              ) -> dict[tuple[str, ...], float]:
+    """For every expanded prefix, the share of its completions whose answer is ``right``.
+
+    With ``samples``, only the rollouts count: the sampled solutions' own continuations are left
+    out (as in Math-Shepherd's estimate from fresh completions), since counting a solution's own
+    continuation would tie every prefix of a right solution to a value above 0."""
     values: dict[tuple[str, ...], float] = {}
+    own = sample_nodes(tree, samples) if samples is not None else set()
     for node in tree.iter_nodes():
         if node == ROOT or tree.terminal[node]:
             continue
-        ends = [chain_end(tree, child) for child in tree.children(node)]
+        ends = [chain_end(tree, child) for child in tree.children(node) if child not in own]
         ends = [end for end in ends if tree.terminal[end]]
         if ends:
             hits = sum(1 for end in ends if right(tree.answer[end]))
@@ -368,7 +386,7 @@ def label_chunk(
                 cache[answer] = answer is not None and right(answer, gold)
             return cache[answer]
 
-        values = mc_values(tree, is_right) if cfg.uses_mc else {}
+        values = mc_values(tree, is_right, cfg.samples) if cfg.uses_mc else {}
         for index, leaf in enumerate(tree.children(ROOT)[: cfg.samples]):
             end = chain_end(tree, leaf)
             steps = tree.path_steps(end)
