@@ -273,3 +273,27 @@ def test_mc_counts_fresh_rollouts_only(tmp_path):
     (row,) = _rows(tmp_path)
     assert row["answer_correct"] and row["mc_values"] == [0.0, 0.0, 1.0]
     assert row["mc_first_error"] == 0 and row["labels"] == [False, False, False]
+
+
+def test_label_quality_against_the_checker(tmp_path):
+    """MC labels of the embedded policy's solutions, scored against the exact checker."""
+    from prmsearch.arith.problems import load_split
+    from prmsearch.prm.label_quality import label_quality, markdown
+
+    problem = load_split("train", 1)[0]
+    steps = list(problem.gold_steps)
+    wrong = [*steps[:-1], steps[-1].replace(str(problem.answer), str(int(problem.answer) + 1))]
+    rows = [
+        {"problem_id": problem.id, "completions": steps, "mc_values": [1.0] * len(steps),
+         "status": "labelled", "method": "mc", "labels": [True] * len(steps)},
+        {"problem_id": problem.id, "completions": wrong, "mc_values": [0.5] * (len(steps) - 1) + [0.0],
+         "status": "labelled", "method": "mc", "labels": None},
+    ]  # fmt: skip
+    table = label_quality(rows, thresholds=(0.0, 0.5))
+    strict, loose = table["mc (value <= 0)"], table["mc (value <= 0.5)"]
+    assert strict["first_error_accuracy"] == 1.0 and strict["wrong_step_precision"] == 1.0
+    assert loose["first_error_accuracy"] == 0.5 and loose["wrong_step_recall"] == 1.0
+    assert loose["wrong_step_precision"] < 1.0
+    assert "| mc (value <= 0) | 2 | 100.0% | 100.0% |" in markdown(table)
+    with pytest.raises(ValueError, match="not an arithmetic problem id"):
+        label_quality([{**rows[0], "problem_id": "gsm8k-3"}])
