@@ -969,7 +969,7 @@ def _add_train_prm(sub) -> None:
     train.add_argument("--warmup", type=int, default=50, help="warm-up steps (default: 50)")
     train.add_argument("--max-length", type=int, default=2048, help="skip longer rows (tokens; default 2048)")
     train.add_argument("--validation-fraction", type=float, default=0.05,
-                       help="share of rows held out for the final report (default: 0.05)")
+                       help="share of problems held out for the final report (default: 0.05)")
     train.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                        help="bfloat16 autocast (default: on a CUDA GPU that supports it)")
     train.add_argument("--device", default=None, help="cuda, cpu, ... (default: CUDA when available)")

@@ -18,8 +18,8 @@ the mean of the others) and a plain chat template when it has none; each row is 
 system/user/assistant turns with the separator after every step, and the loss is the
 cross-entropy of the head at every separator against the step's label. AdamW with linear
 warm-up and cosine decay, gradient accumulation, bf16 autocast on a GPU that supports it
-(fp32 on CPU, where tiny models train in minutes). A held-out share of the rows reports step
-accuracy and the ProcessBench first-error F1 at the end.
+(fp32 on CPU, where tiny models train in minutes). A held-out share of the problems reports
+step accuracy and the ProcessBench first-error F1 at the end.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class StepwiseTrainConfig:
         weight_decay: AdamW weight decay.
         max_length: rows longer than this many tokens are skipped (and counted).
         separator: the step separator token read by the head.
-        validation_fraction: share of rows held out for the final report (0: none).
+        validation_fraction: share of prompts (problems) whose rows are held out for the final
+            report (0: none); a problem's solutions are never split between the two.
         bf16: autocast to bfloat16 (None: on a CUDA GPU that supports it).
         device: ``cuda``, ``cpu``... (None: CUDA when available).
         gguf_file: a GGUF file inside the model folder to load instead of safetensors.
@@ -237,6 +238,16 @@ def evaluate_examples(prm: Any, examples: Sequence[_Encoded], pad_id: int, devic
             "first_error": report.to_dict()}  # fmt: skip
 
 
+def split_by_prompt(rows: Sequence[dict[str, Any]], fraction: float, rng: np.random.Generator
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(held out, training) rows, holding out whole prompts (about ``fraction`` of them), so that
+    no problem is in both (several solutions of one problem would otherwise leak)."""
+    prompts = sorted({row["prompt"] for row in rows})
+    held_count = min(round(fraction * len(prompts)), len(prompts) - 1) if fraction > 0 else 0
+    held = {prompts[i] for i in rng.permutation(len(prompts))[:held_count]}
+    return [r for r in rows if r["prompt"] in held], [r for r in rows if r["prompt"] not in held]
+
+
 def train_stepwise_prm(
     model: str | Path,
     rows: Sequence[dict[str, Any]],
@@ -262,11 +273,9 @@ def train_stepwise_prm(
     prm = BaseWithHead(base, head, "score").to(device)
     fmt = QwenPRMFormat(tokenizer, separator=cfg.separator)
     rng = np.random.default_rng(cfg.seed)
-    order = rng.permutation(len(rows))
-    held = round(cfg.validation_fraction * len(rows))
-    held = min(held, len(rows) - 1) if cfg.validation_fraction > 0 else 0
-    validation, skipped_val = encode_rows(fmt, (rows[i] for i in order[:held]), cfg.max_length)
-    train, skipped = encode_rows(fmt, (rows[i] for i in order[held:]), cfg.max_length)
+    held_rows, train_rows = split_by_prompt(rows, cfg.validation_fraction, rng)
+    validation, skipped_val = encode_rows(fmt, held_rows, cfg.max_length)
+    train, skipped = encode_rows(fmt, train_rows, cfg.max_length)
     if not train:
         raise ValueError(f"no training rows left ({skipped} too long or refused by the qwen-prm layout; "
                          f"raise max_length)")
