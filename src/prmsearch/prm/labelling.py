@@ -33,7 +33,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -527,20 +527,3 @@ def summarize_labels(rows: Sequence[dict[str, Any]], cfg: LabelConfig) -> dict[s
         agree = sum(1 for row in judged if row["judge_first_error"] == row["mc_first_error"])
         summary["mc_judge_agreement"] = agree / len(judged) if judged else None
     return summary
-
-
-def iter_stepwise(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Rows of a stepwise JSONL file (ours or a converted Hub PRM dataset), checked for shape."""
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            completions, labels = row.get("completions"), row.get("labels")
-            if not isinstance(row.get("prompt"), str) or not isinstance(completions, list) or \
-                    not isinstance(labels, list) or len(completions) != len(labels) or not completions:
-                raise ValueError(
-                    f"{path}:{number}: a stepwise row needs prompt (str) and completions and labels "
-                    "(lists of the same non-zero length)"
-                )
-            yield row
