@@ -85,3 +85,63 @@ def test_bench_overhead_small_run_prints_every_configuration():
     assert len(rows) == 5  # header + beam, mcts, best_of_n, particle_filter
     for row in rows[1:]:
         assert float(row.strip("|").split("|")[-1]) > 0  # driver us/node
+
+
+def load_prm_kit():
+    """``scripts/gpu_prm_kit.py`` as a module (scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_prm_kit", ROOT / "scripts" / "gpu_prm_kit.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_prm_kit_small_labels_trains_and_evaluates(tmp_path):
+    out = tmp_path / "kit.json"
+    proc = run_script("gpu_prm_kit.py", "--small", "--out", str(out))
+    assert "| phase | figure | value |" in proc.stdout
+    assert "FAILED" not in proc.stdout
+    assert "estimate on an H200" in proc.stderr
+    data = json.loads(out.read_text())
+    assert data["estimate_s"]["total"] > 0
+    phases = data["phases"]
+    assert list(phases) == ["labelling", "training", "eval"]
+    for name, figures in phases.items():
+        assert figures["error"] is None, (name, figures)
+        assert figures["phase_wall_s"] > 0
+    label = phases["labelling"]
+    assert label["problems"] == 6 and label["solutions"] == 12
+    assert label["rollouts"] > 0 and label["generated_tokens"] > 0
+    for key in ("problems_per_s", "generated_tokens_per_s", "policy_tokens_per_s"):
+        assert math.isfinite(label[key]) and label[key] > 0, key
+    train = phases["training"]
+    assert train["data"].startswith("labelled") and train["rows"] == 8  # 4 of 6 problems x 2 samples
+    for key in ("steps_per_s", "tokens_per_s", "loss_first", "loss_last"):
+        assert math.isfinite(train[key]) and train[key] > 0, key
+    assert train["peak_gpu_gb"] is None  # CPU
+    ev = phases["eval"]
+    assert ev["prm"] == "trained" and ev["data"] == "held-out labelled solutions"
+    assert ev["solutions"] == 4 and ev["solutions_per_s"] > 0 and ev["tokens_per_s"] > 0
+    assert ev["bias"]["solutions"] == 4 and ev["bias"]["problems"] == 2
+    assert set(ev["bias"]) >= {"response", "step", "right_answer_wrong_step", "min_on_last_step"}
+
+
+def test_gpu_prm_kit_refuses_cuda_without_a_gpu():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prm_kit.py"), "--device", "cuda"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0] and "--small" in lines[0]
+
+
+def test_gpu_prm_kit_default_sizes_fit_ten_minutes():
+    """The real-size defaults fit the budget by the script's own (conservative) H200 estimate."""
+    kit = load_prm_kit()
+    cfg = kit.KitConfig()
+    parts = kit.estimate(cfg, prompt_tokens=kit.policy_prompt_tokens("x" * 130))
+    assert 60 < sum(parts.values()) < 60 * cfg.budget_minutes
+    assert kit.parameters(kit.SHAPE_1_5B, lm_head=True) == 1_543_714_304
+    assert kit.parameters(kit.SHAPE_7B, lm_head=False) == 7_070_619_136
