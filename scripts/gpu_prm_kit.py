@@ -153,8 +153,8 @@ class Rates:
         decode_step_s: one decode step of a whole row chunk. A 1.5B model's step needs ~1.5 ms
             of H200 time at 400 rows (3 GB of weights + ~6 GB of KV at 4.8 TB/s, ~1.2 TFLOP),
             but the Python decode loop and ~700 kernel launches through 28 eager layers cost
-            10-20 ms (10 ms measured on a loaded 2-core CPU with a tiny 28-layer model); 40 ms
-            leaves room.
+            10-20 ms (a tiny 28-layer model decodes a step in 11 ms at 8 rows, 21 ms at 64, on
+            a loaded 2-core CPU: mostly that overhead); 40 ms leaves room.
         prefill_tokens_s: prompt tokens per second (30% of the bf16 peak for 1.5B would be 100k).
         train_flops: sustained training FLOP/s under bf16 autocast (20% of the 989 TFLOP/s peak).
         micro_overhead_s: per forward+backward pass (launches, padding, the autocast weight casts).
@@ -659,6 +659,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="refuse to start when the estimate exceeds this (default 10)")
     parser.add_argument("--problems", type=int, default=None, help="problems to label (default 64)")
+    parser.add_argument("--eval-every", type=int, default=None,
+                        help="hold every N-th problem out of training for the evaluation (default 4)")
     parser.add_argument("--samples", type=int, default=None, help="solutions per problem (default 4)")
     parser.add_argument("--rollouts", type=int, default=None, help="MC rollouts per step prefix (default 4)")
     parser.add_argument("--solution-tokens", type=int, default=None,
@@ -678,11 +680,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def config_from_args(args: argparse.Namespace) -> KitConfig:
     """The defaults (or --small's), with every size flag given applied."""
     cfg = KitConfig.small() if args.small else KitConfig()
-    flags = {"problems": args.problems, "samples": args.samples, "rollouts": args.rollouts,
-             "solution_tokens": args.solution_tokens, "step_tokens": args.step_tokens,
-             "label_chunk": args.label_chunk, "label_seconds": args.label_seconds,
-             "train_steps": args.train_steps, "train_batch": args.train_batch, "grad_accum": args.grad_accum,
-             "budget_minutes": args.budget_minutes}  # fmt: skip
+    names = ("problems", "eval_every", "samples", "rollouts", "solution_tokens", "step_tokens",
+             "label_chunk", "label_seconds", "train_steps", "train_batch", "grad_accum", "budget_minutes")
+    flags = {name: getattr(args, name) for name in names}
     changes: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.base_shape is not None:
         changes["base"] = BASE_SHAPES[args.base_shape]
@@ -749,6 +749,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
+    write()  # the estimate, and an early failure when --out cannot be written
     with tempfile.TemporaryDirectory(prefix="gpu_prm_kit-") as temporary:
         work = Path(args.work) if args.work else Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
@@ -764,8 +765,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             write()
     print(table(report["phases"]), flush=True)
     env = ", ".join(f"{k}={v}" for k, v in report["environment"].items())
-    print(f"\nEnvironment: {env}\nRandom-weight models of real shapes: the figures are throughput, "
-          "not PRM quality.", flush=True)
+    print(f"\nEnvironment: {env}\nModels with random weights: the figures are throughput, not PRM "
+          "quality.", flush=True)
     write()
     if args.out:
         log(f"wrote {args.out}")

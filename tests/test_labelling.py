@@ -297,3 +297,35 @@ def test_label_quality_against_the_checker(tmp_path):
     assert "| mc (value <= 0) | 2 | 100.0% | 100.0% |" in markdown(table)
     with pytest.raises(ValueError, match="not an arithmetic problem id"):
         label_quality([{**rows[0], "problem_id": "gsm8k-3"}])
+
+
+def test_arith_judge_parses_its_prompt_and_compares_equations():
+    from prmsearch.prm.arith_judge import equation, first_difference, parse_judge_prompt
+
+    prompt = judge_prompt(PROBLEM.question, [GOLD[0], WRONG_2, "18 + 13 = 31. The answer is \\boxed{31}"])
+    question, steps = parse_judge_prompt(prompt)
+    assert question == PROBLEM.question and steps[1] == WRONG_2
+    assert parse_judge_prompt("What is 2+3?") is None
+    assert equation("12 × 2 = 24. The answer is \\boxed{24}") == (12, "*", 2, 24)
+    assert equation("  no   equation ") == "no equation"
+    assert first_difference(GOLD, GOLD) == -1
+    assert first_difference([GOLD[0], WRONG_2], list(GOLD[:2])) == 1
+
+
+def test_arith_judge_labels_through_the_cli(tmp_path, capsys):
+    """The embedded policy as the re-deriving model (a weak judge: its errors are its own): every
+    solution gets a parsable verdict, and label_quality scores it against the checker."""
+    from prmsearch.arith.models import default_policy_path
+    from prmsearch.prm.label_quality import label_quality
+
+    out = tmp_path / "judged"
+    args = ["label", "--method", "judge", "--split", "validation", "--limit", "3", "--samples", "2",
+            "--judge", str(default_policy_path()), "--judge-backend", "arith-judge", "--judge-samples", "1",
+            "--max-solution-tokens", "96", "--out", str(out), "--json", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["statuses"] == {"labelled": 6}
+    rows = _rows(out)
+    assert all(r["judge_verdicts"][0] is not None and "\\boxed{" in r["judge_critiques"][0] for r in rows)
+    quality = label_quality(rows)["judge"]
+    assert quality["solutions"] == 6 and quality["first_error_accuracy"] is not None

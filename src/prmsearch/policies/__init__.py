@@ -17,6 +17,10 @@ _BUILTIN = {
     "openai": ("prmsearch.policies.openai:OpenAIPolicy", "any OpenAI-compatible /v1/completions server"),
     "sglang": ("prmsearch.policies.sglang:SGLangPolicy", "SGLang offline Engine or native /generate (GPU)"),
     "arith": ("prmsearch.arith.defaults:arith_policy", "the embedded arithmetic policy (default)"),
+    "arith-judge": (
+        "prmsearch.prm.arith_judge:arith_judge",
+        "a judge for the arithmetic domain: a model (folder) re-derives each step",
+    ),
 }
 
 for _name, (_target, _summary) in _BUILTIN.items():
