@@ -31,12 +31,14 @@ from prmsearch.search.protocol import (
     strategy_names,
 )
 from prmsearch.search.selection import Selection
+from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.seeding import mix_seed, problem_seed
-from prmsearch.tree import NO_PARENT, ROOT, SearchTree
+from prmsearch.tree import NO_GROUP, NO_PARENT, ROOT, SearchTree
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "NO_GROUP",
     "NO_PARENT",
     "ROOT",
     "Aggregation",
@@ -54,6 +56,7 @@ __all__ = [
     "SamplingParams",
     "ScoreRequest",
     "Scorer",
+    "SearchConfig",
     "SearchResult",
     "SearchTree",
     "Searcher",

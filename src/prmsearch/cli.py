@@ -163,6 +163,11 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-depth", type=int_at_least(1), default=32, help="most steps in one solution (default: 32)"
     )
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=None,
+        help="torch CPU threads for in-process models (default: torch's own; 1 is often fastest for "
+        "tiny models on a busy machine)",
+    )
 
 
 def _unescape(text: str) -> str:
@@ -275,8 +280,20 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 
+def set_threads(threads: int | None) -> None:
+    """``--threads``: torch's CPU threads (only when torch is installed; nothing else changes)."""
+    if threads is None:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     check_question(args.question)
+    set_threads(args.threads)
     searcher = build_searcher(args)
     result = searcher(args.question)
     if args.json:
@@ -430,6 +447,7 @@ _RECIPE_CONFLICTS = {
 
 def cmd_bench(args: argparse.Namespace) -> int:
     check_bench_flags(args)
+    set_threads(args.threads)
     if args.recipe:
         return _bench_recipe(args)
     for name, default in BENCH_SWEEP_DEFAULTS.items():
