@@ -59,6 +59,15 @@ def cli_reference() -> str:
 
     parser = build_parser()
     lines = [f"```text\n{parser.format_usage().strip()}\n```", "", parser.description or "", ""]
+    options = [a for a in parser._actions
+               if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    if options:
+        lines += ["Options of `prmsearch` itself, given before the command:", "",
+                  "| argument | default | what it does |", "|---|---|---|"]
+        for action in options:
+            help_text = _cell(action.help or "")
+            lines.append(f"| {_flag_names(action)} | {_default(action, parser)} | {help_text} |")
+        lines.append("")
     for name, summary, sub in _subcommands(parser):
         lines += [f"## prmsearch {name}", "", _cell(summary).rstrip(".") + ".", ""]
         if sub.description and sub.description != summary:

@@ -673,6 +673,11 @@ the flag and the fix (exit 2); bench exits 1 when a sweep is incomplete."""
 def build_parser() -> argparse.ArgumentParser:
     parser = CliParser(prog="prmsearch", description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--plugin", action="append", default=[], metavar="MODULE",
+        help="import a module or .py file first, so the strategies, backends, scorers and datasets it "
+        f"registers can be named (repeatable; also ${PLUGINS_ENV}, comma-separated)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve one question with search")
@@ -1011,10 +1016,40 @@ def _benchmark_commands(sub) -> None:
 _EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm]
 
 
+#: Environment variable naming plugin modules to import (comma-separated), like ``--plugin``.
+PLUGINS_ENV = "PRMSEARCH_PLUGINS"
+
+
+def load_plugins(names: Sequence[str]) -> None:
+    """Import each plugin (a module name, or a path to a ``.py`` file) so its registrations run."""
+    import importlib
+    import importlib.util
+    import os
+
+    from_env = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    for name in [*from_env, *names]:
+        try:
+            if name.endswith(".py"):
+                path = Path(name).expanduser()
+                if not path.is_file():
+                    raise FileNotFoundError(f"no such file: {path}")
+                spec = importlib.util.spec_from_file_location(f"prmsearch_plugin_{path.stem}", path)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except Exception as exc:  # any failure of the user's module: one line naming it
+            fix = "give an importable module (pkg.module) or an existing .py file that imports cleanly"
+            raise FlagError("--plugin", name, f"{type(exc).__name__}: {exc}; {fix}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        load_plugins(args.plugin)
         return args.func(args)
     except FlagError as exc:
         print(f"prmsearch {args.command}: error: {exc}", file=sys.stderr)
