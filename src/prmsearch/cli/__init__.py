@@ -1,0 +1,151 @@
+"""The ``prmsearch`` command: ``solve``, ``strategies``, ``bench``, plus the benchmark and
+performance subcommands that :mod:`prmsearch.benchmarks.commands` and :mod:`prmsearch.perf`
+add.
+
+Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
+the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
+own errors are one line too. Library messages that give a Python-API fix (``on_error='skip'``,
+``path=...``) are rewritten to the flag that does the same (:func:`cli_text`). ``bench`` exits 1
+when the sweep is incomplete (rows missing, or stopped because the server looks down).
+
+This package builds the parser and runs a command (:func:`main`); the parts live in
+:mod:`~prmsearch.cli.errors` (one-line errors, argparse types), :mod:`~prmsearch.cli.backends`
+(backend, sampling and strategy flags), :mod:`~prmsearch.cli.solve` (``solve``, ``strategies``),
+:mod:`~prmsearch.cli.bench` (``bench``), :mod:`~prmsearch.cli.prm_kit` (``label``, ``train-prm``)
+and :mod:`~prmsearch.cli.plugins` (``--plugin``). The names below are importable from here as
+they were when the CLI was one module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from prmsearch.cli.backends import (
+    add_backend_arguments,
+    add_strategy_arguments,
+    build_searcher,
+    load_policy,
+    load_scorer,
+    sampling_from_flags,
+    set_threads,
+    strategy_from_flags,
+)
+from prmsearch.cli.bench import (
+    BENCH_SWEEP_DEFAULTS,
+    _add_bench,
+    bench_config,
+    bench_options,
+    check_bench_flags,
+    cmd_bench,
+    dataset_from_flags,
+    load_problems,
+    recipe_overrides,
+)
+from prmsearch.cli.errors import (
+    CliParser,
+    FlagError,
+    cli_text,
+    csv_of,
+    flag_context,
+    int_at_least,
+    option_type,
+)
+from prmsearch.cli.plugins import PLUGINS_ENV, load_plugins
+from prmsearch.cli.prm_kit import _add_label, _add_train_prm, cmd_label, cmd_train_prm
+from prmsearch.cli.solve import _add_solve, _add_strategies, check_question, cmd_solve, cmd_strategies
+
+__all__ = [
+    "BENCH_SWEEP_DEFAULTS",
+    "DESCRIPTION",
+    "EPILOG",
+    "PLUGINS_ENV",
+    "CliParser",
+    "FlagError",
+    "add_backend_arguments",
+    "add_strategy_arguments",
+    "bench_config",
+    "bench_options",
+    "build_parser",
+    "build_searcher",
+    "check_bench_flags",
+    "check_question",
+    "cli_text",
+    "cmd_bench",
+    "cmd_label",
+    "cmd_solve",
+    "cmd_strategies",
+    "cmd_train_prm",
+    "csv_of",
+    "dataset_from_flags",
+    "flag_context",
+    "int_at_least",
+    "load_plugins",
+    "load_policy",
+    "load_problems",
+    "load_scorer",
+    "main",
+    "option_type",
+    "recipe_overrides",
+    "sampling_from_flags",
+    "set_threads",
+    "strategy_from_flags",
+]
+
+DESCRIPTION = """\
+Test-time search for reasoning, guided by process reward models (PRMs): a policy model proposes
+steps, a PRM scores them, a search strategy decides where the next generations go. Without
+--policy/--prm it runs the embedded tiny arithmetic models (no download)."""
+
+EPILOG = """\
+examples:
+  prmsearch solve "Start with 7. Add 5. Multiply by 3. Subtract 6. What is the result?" --n 16
+  prmsearch strategies
+  prmsearch bench --strategies beam,best_of_n --budgets 4,16 --limit 50
+  prmsearch bench --recipe recipes/qwen25-math-1.5b_qwen-prm-7b_math500.yaml
+
+`prmsearch COMMAND --help` lists a command's flags. A bad flag value is one line on stderr naming
+the flag and the fix (exit 2); bench exits 1 when a sweep is incomplete."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CliParser(prog="prmsearch", description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--plugin", action="append", default=[], metavar="MODULE",
+        help="import a module or .py file first, so the strategies, backends, scorers and datasets it "
+        f"registers can be named (repeatable; also ${PLUGINS_ENV}, comma-separated)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_solve(sub)
+    _add_strategies(sub)
+    _add_bench(sub)
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+def _benchmark_commands(sub) -> None:
+    from prmsearch.benchmarks.commands import register_commands
+    from prmsearch.perf.command import register_perf_command
+
+    register_commands(sub)
+    register_perf_command(sub)
+
+
+_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        load_plugins(args.plugin)
+        return args.func(args)
+    except FlagError as exc:
+        print(f"prmsearch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"prmsearch {args.command}: error: {cli_text(exc)}", file=sys.stderr)
+        return 2

@@ -1,0 +1,174 @@
+"""The flags that choose the backends, sampling and strategy, and what builds them from the flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from prmsearch.api import MissingModelError, Searcher, resolve_policy, resolve_scorer
+from prmsearch.cli.errors import (
+    _BAD_VALUE,
+    FlagError,
+    _unescape,
+    cli_text,
+    flag_context,
+    int_at_least,
+    option_type,
+)
+from prmsearch.policies.base import POLICIES, SamplingParams, make_policy
+from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
+
+
+def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags choosing one strategy and its options (``solve``)."""
+    parser.add_argument("--strategy", default="beam", help="strategy name (see `prmsearch strategies`)")
+    parser.add_argument(
+        "--n", type=int_at_least(1), default=None,
+        help="compute budget in generations (default: the strategy's own, 16; greedy: 1)",
+    )
+    parser.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        type=option_type("KEY=VALUE (e.g. width=4)"),
+        default=[],
+        metavar="KEY=VALUE",
+        help="strategy option, e.g. -o width=4 -o aggregation=min (repeatable)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="run seed; each problem's seed derives from it and the question"
+    )
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags choosing the backends, sampling and search limits (``solve`` and ``bench``)."""
+    parser.add_argument(
+        "--policy", default=None, help="policy backend name or model path/Hub id (default: embedded)"
+    )
+    parser.add_argument("--policy-backend", default=None, help="backend for a model path (default: hf)")
+    parser.add_argument(
+        "--prm", default=None, help="scorer name or PRM model path/Hub id (default: embedded)"
+    )
+    parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (default: 1.0)")
+    parser.add_argument(
+        "--max-step-tokens", type=int_at_least(1), default=256,
+        help="most tokens one step may generate (default: 256)",
+    )
+    parser.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
+    parser.add_argument(
+        "--max-depth", type=int_at_least(1), default=32, help="most steps in one solution (default: 32)"
+    )
+    parser.add_argument(
+        "--threads", type=int_at_least(1), default=None,
+        help="torch CPU threads for in-process models (default: torch's own; 1 is often fastest for "
+        "tiny models on a busy machine)",
+    )
+
+
+#: SamplingParams fields and the flags that set them.
+_SAMPLING_FLAGS = {
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_new_tokens": "--max-step-tokens",
+    "delimiter": "--delimiter",
+}
+
+
+def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
+    """The sampling parameters of the flags; a bad value names its flag."""
+    values = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_new_tokens": args.max_step_tokens,
+        "delimiter": _unescape(args.delimiter),
+    }
+    try:
+        return SamplingParams(**values)
+    except ValueError as exc:
+        field = next((f for f in _SAMPLING_FLAGS if str(exc).startswith(f)), "temperature")
+        raise FlagError(_SAMPLING_FLAGS[field], values[field], str(exc)) from None
+
+
+def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
+    """The policy of ``--policy`` (and ``--policy-backend``), or of another flag pair such as
+    ``--judge``/``--judge-backend``; a failure names the flag."""
+    backend_flag = f"{flag}-backend"
+    if backend is not None:
+        if not name:
+            raise FlagError(backend_flag, backend, f"needs {flag} MODEL (a model folder or Hub id)")
+        with flag_context(backend_flag, backend):
+            POLICIES.entry(backend)  # an unknown backend lists the known ones
+    try:
+        return make_policy(backend, model=name) if backend is not None else resolve_policy(name)
+    except MissingModelError as exc:
+        fix = f"pass {flag} MODEL {backend_flag} {name}"
+        raise FlagError(flag, name, f"policy backend {name!r} needs a model: {fix}") from exc
+    except ValueError as exc:
+        raise FlagError(flag, name, cli_text(exc)) from exc
+    except _BAD_VALUE as exc:
+        fix = f"give a registered policy ({', '.join(POLICIES.names())}), or a model folder or Hub id"
+        raise FlagError(flag, name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+def load_scorer(name: str | None, family: str | None):
+    """The PRM scorer of ``--prm`` (and ``--prm-family``); a failure names the flag."""
+    from prmsearch.scorers.base import SCORERS
+
+    names = ", ".join(SCORERS.names())
+    if family is not None:
+        if not name:
+            raise FlagError("--prm-family", family, "needs --prm MODEL (a PRM model folder or Hub id)")
+        with flag_context("--prm-family", family):
+            SCORERS.entry(family)  # an unknown family lists the known ones
+    elif name is not None and name not in SCORERS:
+        fix = "to load it as a PRM model also give --prm-family FAMILY (one of those names)"
+        raise FlagError("--prm", name, f"not a registered scorer ({names}); {fix}")
+    try:
+        return resolve_scorer(name, family)
+    except MissingModelError as exc:
+        fix = f"pass --prm MODEL --prm-family {name}"
+        raise FlagError("--prm", name, f"scorer {name!r} needs a model: {fix}") from exc
+    except ValueError as exc:
+        raise FlagError("--prm", name, cli_text(exc)) from exc
+    except _BAD_VALUE as exc:
+        fix = "give a registered scorer, or a PRM model folder or Hub id with --prm-family"
+        raise FlagError("--prm", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+def _option_text(options: dict[str, object]) -> str:
+    return " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in options.items())
+
+
+def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
+    """``--strategy`` with ``--n`` and ``-o`` options, bound; a bad value names its flag."""
+    with flag_context("--strategy", args.strategy):
+        strategy_spec(args.strategy)
+    options = dict(args.option)
+    if args.n is not None:
+        options.setdefault("n", args.n)  # else the strategy's own default (16; greedy 1)
+    flag = "-o/--option" if args.option else "--n"
+    value = _option_text(dict(args.option)) if args.option else args.n
+    with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
+        return as_strategy(args.strategy, options)
+
+
+def build_searcher(args: argparse.Namespace) -> Searcher:
+    """A Searcher from parsed search flags (cheap checks first, then the models load)."""
+    sampling = sampling_from_flags(args)
+    strategy = strategy_from_flags(args)
+    policy = load_policy(args.policy, args.policy_backend)
+    scorer = load_scorer(args.prm, args.prm_family)
+    return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: torch's CPU threads (only when torch is installed; nothing else changes)."""
+    if threads is None:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(threads)

@@ -1,0 +1,133 @@
+"""One-line command-line errors (:class:`FlagError`, :func:`cli_text`) and the argparse value types."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class FlagError(ValueError):
+    """A bad command-line value, as one line: the flag, the value, what is wrong and the fix."""
+
+    def __init__(self, flag: str, value: object, problem: str) -> None:
+        shown = f" {value!r}" if value is not None else ""
+        super().__init__(f"{flag}{shown}: {_one_line(problem)}")
+        self.flag = flag
+        self.value = value
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    """``text`` with its whitespace runs (newlines included) folded to single spaces, cut short."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+#: Python-API fixes that library messages give, and the flags that do the same (in this order).
+_API_FIXES: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = (
+    (r"use 'jsonl' with path=\.\.\. \(and the field names\)",
+     "pass --dataset FILE.jsonl (and --question-field/--answer-field for other field names)"),
+    (r"on_error='skip'", "--skip-bad-rows"),
+    (r"\b(question|answer|id)_field=", lambda m: f"--{m.group(1)}-field "),
+    (r"\bpath='([^']*)'", lambda m: f"--dataset-path {m.group(1)}"),
+    (r"\bpath=\.\.\.", "--dataset-path FILE.jsonl"),
+    (r"\bsplit=", "--split "),
+    (r"\blimit=N\b", "--limit N"),
+    (r"\bshuffle_seed=", "--shuffle-seed "),
+)  # fmt: skip
+
+
+def cli_text(error: BaseException | str) -> str:
+    """An error message for the command line: one line, with the Python-API fixes that library
+    messages give (``pass on_error='skip'``, ``path=...``) replaced by the matching flags."""
+    text = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+    if isinstance(error, FileNotFoundError) and error.filename and error.strerror is not None:
+        text = f"{error.strerror}: {error.filename}"
+    for pattern, replacement in _API_FIXES:
+        text = re.sub(pattern, replacement, text)
+    return _one_line(text)
+
+
+#: What a flag's value can raise when it is bad (a backend that cannot load raises OSError, a
+#: factory missing an argument TypeError, a missing extra ImportError).
+_BAD_VALUE = (ValueError, KeyError, TypeError, OSError, ImportError)
+
+
+@contextmanager
+def flag_context(flag: str, value: object, fix: str = "") -> Iterator[None]:
+    """Turn a bad-value error raised inside into a :class:`FlagError` for ``flag``, with ``fix``
+    appended when given."""
+    try:
+        yield
+    except FlagError:
+        raise
+    except _BAD_VALUE as exc:
+        raise FlagError(flag, value, cli_text(exc) + (f"; {fix}" if fix else "")) from exc
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse with one-line errors that point at ``--help`` (not the whole usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an int >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def option_type(form: str) -> Callable[[str], tuple[str, object]]:
+    """An argparse type for ``-o``: ``key=value`` with the value read as JSON when it parses
+    (numbers, booleans), else text; ``form`` (e.g. ``KEY=VALUE (e.g. width=4)``) goes into the error."""
+
+    def parse(text: str) -> tuple[str, object]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"strategy options look like {form}, got {text!r}")
+        try:
+            return key, json.loads(value)
+        except json.JSONDecodeError:
+            return key, value
+
+    return parse
+
+
+def csv_of(kind: Callable[[str], Any], what: str, example: str) -> Callable[[str], tuple]:
+    """An argparse type: a non-empty comma-separated list of ``kind`` values (``what`` and
+    ``example`` go into the error)."""
+
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(x.strip()) for x in text.split(",") if x.strip())
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list of {what}, e.g. {example}, got {text!r}"
+            ) from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one of {what}, e.g. {example}, got {text!r}")
+        return values
+
+    return parse
+
+
+def _unescape(text: str) -> str:
+    """Let shell users write the delimiter as ``\\n\\n``."""
+    if "\\" not in text:
+        return text
+    with flag_context("--delimiter", text, "write escapes as \\n or \\t, e.g. --delimiter '\\n\\n'"):
+        return text.encode("utf-8").decode("unicode_escape")

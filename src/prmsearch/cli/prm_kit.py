@@ -1,0 +1,233 @@
+"""The PRM kit's commands: ``label`` (sample solutions and label their steps) and ``train-prm``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from prmsearch.cli.backends import load_policy
+from prmsearch.cli.bench import dataset_from_flags, load_problems
+from prmsearch.cli.errors import FlagError, _unescape, flag_context, int_at_least
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    """``prmsearch label``: sample solutions and label their steps (MC, judge or consensus)."""
+    import time
+    from types import SimpleNamespace
+
+    from prmsearch import __version__
+    from prmsearch.benchmarks.results import ResultsFolderError
+    from prmsearch.prm.labelling import LabelConfig, LabelProblem, run_labelling
+
+    if args.resume and not args.out:
+        raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
+    if args.judge_backend is not None and not args.judge:
+        raise FlagError("--judge-backend", args.judge_backend, "needs --judge MODEL")
+    values = {
+        "method": args.method, "samples": args.samples, "rollouts": args.rollouts,
+        "mc_threshold": args.mc_threshold, "judge_samples": args.judge_samples,
+        "temperature": args.temperature, "judge_temperature": args.judge_temperature,
+        "solution_max_tokens": args.max_solution_tokens, "judge_max_tokens": args.judge_max_tokens,
+        "delimiter": _unescape(args.delimiter), "seed": args.seed, "chunk": args.chunk,
+    }  # fmt: skip
+    try:
+        cfg = LabelConfig(**values)
+    except ValueError as exc:
+        field = next((f for f in values if str(exc).startswith(f)), "method")
+        flag = _LABEL_FLAGS.get(field, f"--{field.replace('_', '-')}")
+        raise FlagError(flag, values[field], str(exc)) from None
+    dataset, dataset_path = dataset_from_flags(args.dataset, args.dataset_path)
+    source = SimpleNamespace(dataset=dataset, dataset_path=dataset_path, split=args.split, limit=args.limit,
+                             shuffle_seed=args.shuffle_seed, question_field=args.question_field,
+                             answer_field=args.answer_field, id_field=args.id_field)  # fmt: skip
+    problems = [LabelProblem(p.qid, p.question, p.gold)
+                for p in load_problems(source, "--dataset", args.dataset, args.skip_bad_rows)]
+    name = Path(dataset_path).stem if dataset == "jsonl" and dataset_path else dataset
+    out = Path(args.out) if args.out else Path("runs") / f"labels-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    policy = load_policy(args.policy, args.policy_backend)
+    judge = None
+    if cfg.uses_judge:
+        judge = load_policy(args.judge, args.judge_backend, "--judge") if args.judge else policy
+    provenance = {
+        "policy": args.policy or "embedded arith policy", "policy_backend": args.policy_backend,
+        "judge": (args.judge or args.policy or "embedded arith policy") if cfg.uses_judge else None,
+        "judge_backend": args.judge_backend if cfg.uses_judge else None,
+        "dataset": name, "split": args.split, "seed": cfg.seed, "prmsearch": __version__,
+    }  # fmt: skip
+
+    def progress(done: int, total: int) -> None:
+        if not args.no_progress:
+            print(f"labelled {done}/{total} problems", file=sys.stderr, flush=True)
+
+    try:
+        summary = run_labelling(cfg, problems, out, policy=policy, judge=judge, resume=args.resume,
+                                provenance=provenance, progress=progress)  # fmt: skip
+    except ResultsFolderError as exc:
+        raise FlagError("--out", str(out), str(exc)) from None
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        kept = f"{summary['labelled']}/{summary['solutions']} solutions labelled"
+        if summary["retention"] is not None:
+            kept += f" (retention {summary['retention']:.1%})"
+        print(f"{kept}, {summary['steps']} steps ({summary['negative_steps']} wrong); statuses "
+              f"{summary['statuses']}\nlabels: {out / 'labels.jsonl'}  stepwise: {out / 'stepwise.jsonl'}")
+    errors = summary["statuses"].get("error", 0)
+    if errors:
+        print(f"prmsearch label: {errors} solutions or problems ended in an error (their rows in "
+              f"{out / 'labels.jsonl'} say why)", file=sys.stderr)
+        return 1
+    return 0
+
+
+#: LabelConfig fields and the flags that set them, where the names differ.
+_LABEL_FLAGS = {"solution_max_tokens": "--max-solution-tokens"}
+
+
+def _add_label(sub) -> None:
+    label = sub.add_parser(
+        "label",
+        help="sample solutions and label their steps: Monte Carlo, an LLM judge, or their consensus",
+        description="Labels steps of the policy's own solutions for PRM training, as in \"The Lessons of "
+        "Developing Process Reward Models\": mc (rollouts from every step prefix), judge (a model names "
+        "the earliest wrong paragraph), consensus (kept where both agree). Writes labels.jsonl (every "
+        "solution, soft values, verdicts, provenance) and stepwise.jsonl (prompt, completions, labels: "
+        "the layout of TRL's PRM trainer).",
+    )
+    label.add_argument("--method", choices=("mc", "judge", "consensus"), default="mc",
+                       help="how steps are labelled (default: mc)")
+    label.add_argument("--dataset", default="arith", help="a dataset name or FILE.jsonl with questions and "
+                       "gold answers (default: arith)")
+    label.add_argument("--dataset-path", default=None, help="local file (or folder) of a named dataset")
+    label.add_argument("--split", default=None, help="dataset split (arith: train, validation or test)")
+    label.add_argument("--limit", type=int_at_least(1), default=None, help="the first N problems only")
+    label.add_argument("--shuffle-seed", type=int, default=None, help="shuffle the problems before --limit")
+    label.add_argument("--question-field", default=None, help="row field of the question (JSONL datasets)")
+    label.add_argument("--answer-field", default=None, help="row field of the gold answer (JSONL datasets)")
+    label.add_argument("--id-field", default=None, help="row field of a unique id (JSONL datasets)")
+    label.add_argument("--skip-bad-rows", action="store_true", help="skip malformed dataset rows")
+    label.add_argument("--policy", default=None, help="the policy that writes solutions: a backend name, "
+                       "model folder or Hub id (default: embedded)")
+    label.add_argument("--policy-backend", default=None, help="backend for a policy model path (default: hf)")
+    label.add_argument("--judge", default=None, help="the judge for judge/consensus: a backend name, model "
+                       "folder or Hub id (default: the policy itself)")
+    label.add_argument("--judge-backend", default=None, help="backend for a judge model path (default: hf)")
+    label.add_argument("--samples", type=int_at_least(1), default=4, help="solutions per problem (default 4)")
+    label.add_argument("--rollouts", type=int_at_least(1), default=8,
+                       help="MC completions per distinct step prefix (default: 8)")
+    label.add_argument("--mc-threshold", type=float, default=0.0,
+                       help="a step whose MC value is at or below this is wrong (default: 0)")
+    label.add_argument("--judge-samples", type=int_at_least(1), default=3,
+                       help="judge verdicts per solution, majority-voted (default: 3)")
+    label.add_argument("--temperature", type=float, default=0.7, help="policy temperature (default: 0.7)")
+    label.add_argument("--judge-temperature", type=float, default=0.7,
+                       help="judge temperature; one judge sample is greedy (default: 0.7)")
+    label.add_argument("--max-solution-tokens", type=int_at_least(1), default=1024,
+                       help="token limit of one solution or rollout (default: 1024)")
+    label.add_argument("--judge-max-tokens", type=int_at_least(1), default=1024,
+                       help="token limit of one judge critique (default: 1024)")
+    label.add_argument("--delimiter", default="\n\n", help="step delimiter (default: blank line)")
+    label.add_argument("--seed", type=int, default=0, help="run seed (default: 0)")
+    label.add_argument("--chunk", type=int_at_least(1), default=16,
+                       help="problems per batched run and per write to disk (default: 16)")
+    label.add_argument("--out", default=None, help="output folder (default: runs/labels-<dataset>-<time>)")
+    label.add_argument("--resume", action="store_true", help="continue the run in --out")
+    label.add_argument("--json", action="store_true", help="print summary.json")
+    label.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    label.set_defaults(func=cmd_label)
+
+
+def _stepwise_rows(data: str) -> list[dict]:
+    """``--data``: a stepwise JSONL file, or ``hub:<dataset id>[:split]`` (needs ``datasets``)."""
+    from prmsearch.prm.stepwise_train import read_stepwise
+
+    if not data.startswith("hub:"):
+        fix = "give a stepwise JSONL file (prmsearch label writes stepwise.jsonl)"
+        with flag_context("--data", data, fix):
+            return read_stepwise(data)
+    name, _, split = data[len("hub:"):].partition(":")
+    with flag_context("--data", data, "install `datasets` and give hub:<dataset id>[:split]"):
+        import datasets
+
+        table = datasets.load_dataset(name, split=split or "train")
+        return [{"prompt": r["prompt"], "completions": list(r["completions"]), "labels": list(r["labels"])}
+                for r in table]
+
+
+def cmd_train_prm(args: argparse.Namespace) -> int:
+    """``prmsearch train-prm``: a qwen-prm PRM from any causal LM on stepwise data."""
+    from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
+
+    values = {
+        "steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum, "lr": args.lr,
+        "warmup": args.warmup, "max_length": args.max_length, "validation_fraction": args.validation_fraction,
+        "bf16": args.bf16, "device": args.device, "gguf_file": args.gguf_file, "threads": args.threads,
+        "seed": args.seed, "log_every": args.log_every,
+    }  # fmt: skip
+    try:
+        cfg = StepwiseTrainConfig(**values)
+    except ValueError as exc:
+        field = next((f for f in values if str(exc).startswith(f)), "steps")
+        raise FlagError(f"--{field.replace('_', '-')}", values[field], str(exc)) from None
+    rows = _stepwise_rows(args.data)
+    if args.base is None:
+        from prmsearch.arith.models import default_policy_path
+
+        base = str(default_policy_path())
+    else:
+        base = args.base
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise FlagError("--out", str(out), "holds files already; give a new or empty folder")
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    with flag_context("--base", base, "give a Hugging Face causal LM folder or Hub id (and --gguf-file "
+                      "for a GGUF checkpoint)"):
+        report = train_stepwise_prm(base, rows, out, cfg, log=log, data=args.data)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        val = report["validation"]
+        tail = (f"; held out: step accuracy {val['step_accuracy']:.3f}, first-error F1 "
+                f"{val['first_error']['f1']:.3f} on {val['rows']} rows") if val else ""
+        print(f"trained on {report['train_rows']} rows in {report['seconds']:.0f}s, loss "
+              f"{report['loss_first']:.3f} -> {report['loss_last']:.3f}{tail}\nPRM: {out} (use it with "
+              f"--prm {out} --prm-family qwen-prm)")
+    return 0
+
+
+def _add_train_prm(sub) -> None:
+    train = sub.add_parser(
+        "train-prm",
+        help="train a PRM (qwen-prm layout) from any causal LM on stepwise-labelled data",
+        description="Trains the Qwen2.5-Math-PRM head (Linear-ReLU-Linear(2) at a separator after every "
+        "step) on a base causal LM, with the loss at the separators, from JSONL rows {prompt, completions, "
+        "labels} (what prmsearch label writes, or a Hub dataset in that layout). The folder it writes is "
+        "read by --prm FOLDER --prm-family qwen-prm.",
+    )
+    train.add_argument("--data", required=True, help="stepwise JSONL file, or hub:<dataset id>[:split]")
+    train.add_argument("--base", default=None, help="causal LM folder or Hub id (default: embedded policy)")
+    train.add_argument("--out", required=True, help="folder for the trained PRM (new or empty)")
+    train.add_argument("--steps", type=int, default=1000, help="optimiser steps (default: 1000)")
+    train.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default: 8)")
+    train.add_argument("--grad-accum", type=int, default=1, help="forward passes per step (default: 1)")
+    train.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")
+    train.add_argument("--warmup", type=int, default=50, help="warm-up steps (default: 50)")
+    train.add_argument("--max-length", type=int, default=2048, help="skip longer rows (tokens; default 2048)")
+    train.add_argument("--validation-fraction", type=float, default=0.05,
+                       help="share of problems held out for the final report (default: 0.05)")
+    train.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                       help="bfloat16 autocast (default: on a CUDA GPU that supports it)")
+    train.add_argument("--device", default=None, help="cuda, cpu, ... (default: CUDA when available)")
+    train.add_argument("--gguf-file", default=None, help="a GGUF file inside --base to load")
+    train.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    train.add_argument("--seed", type=int, default=0, help="data order, head, held-out split (default 0)")
+    train.add_argument("--log-every", type=int, default=50, help="steps between loss lines (default: 50)")
+    train.add_argument("--json", action="store_true", help="print the training report as JSON")
+    train.add_argument("--quiet", action="store_true", help="no loss lines on stderr")
+    train.set_defaults(func=cmd_train_prm)
