@@ -34,7 +34,6 @@ rewritten after every phase, so a killed run still leaves what it measured.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -42,8 +41,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -52,6 +50,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built here; never 
 
 import numpy as np
 
+from prmsearch.perf.gpu import building, error_message, free_device_memory
 from prmsearch.perf.synthetic_models import ModelShape, TextMaker
 
 Log = Callable[[str], None]
@@ -255,35 +254,6 @@ class Clock:
         return torch.cuda.max_memory_allocated(self.device) / 1e9
 
 
-@contextmanager
-def building(device: Any, dtype: Any) -> Iterator[None]:
-    """Create tensors directly on ``device`` in ``dtype`` (a fast init of large random models)."""
-    import torch
-
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
-def free(device: Any) -> None:
-    """Drop what is unreachable and hand cached device memory back."""
-    import torch
-
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-def message(err: BaseException) -> str:
-    """``Type: first line of the message``, at most 300 characters."""
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}"[:300]
-
-
 class CountingPolicy:
     """A policy that passes every call to ``inner`` and counts rows, tokens and time."""
 
@@ -395,9 +365,9 @@ class Kit:
             except Exception as err:  # keep the chunks already labelled; the next phases use them
                 if not done:
                     raise
-                interrupted = message(err)
+                interrupted = error_message(err, 300)
                 log(f"labelling stopped at {done} problems: {interrupted}")
-                free(self.device)
+                free_device_memory(self.device)
                 break
             done = end
             elapsed = self.clock.now() - start
@@ -467,7 +437,7 @@ class Kit:
         base.save_pretrained(self.base_dir)
         tok.save_pretrained(self.base_dir)
         del base
-        free(self.device)
+        free_device_memory(self.device)
         base_s = self.clock.now() - start
         log(f"base ({cfg.base.layers} layers, hidden {cfg.base.hidden}) built and saved in {base_s:.1f} s")
         fmt = make_format("qwen-prm", tok)
@@ -635,12 +605,12 @@ def run_phase(name: str, fn: Callable[[], dict[str, Any]], kit: Kit) -> dict[str
     try:
         figures = fn()
     except Exception as err:  # one failure (an OOM, say) must not stop the other phases
-        figures = {"error": message(err)}
+        figures = {"error": error_message(err, 300)}
         kit.log(f"{name} FAILED: {figures['error']}")
     else:
         figures = {"error": None, **figures}
     figures["phase_wall_s"] = time.perf_counter() - start
-    free(kit.device)
+    free_device_memory(kit.device)
     kit.log(f"{name} done in {figures['phase_wall_s']:.1f} s")
     return figures
 

@@ -271,7 +271,7 @@ class _Clock:
 
 
 @contextmanager
-def _building(device: Any, dtype: Any) -> Iterator[None]:
+def building(device: Any, dtype: Any) -> Iterator[None]:
     """Create tensors directly on ``device`` in ``dtype`` (fast init of large random models)."""
     import torch
 
@@ -284,7 +284,8 @@ def _building(device: Any, dtype: Any) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def _free(device: Any) -> None:
+def free_device_memory(device: Any) -> None:
+    """Drop what is unreachable and hand cached device memory back."""
     import torch
 
     gc.collect()
@@ -307,10 +308,10 @@ def _reset_peak(device: Any) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _message(err: BaseException) -> str:
-    """``Type: first line of the message``, at most 200 characters."""
+def error_message(err: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters."""
     text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}"[:200]
+    return f"{type(err).__name__}: {text}"[:limit]
 
 
 def _attempt(name: str, log: Log, fn: Callable[[], Measurement], device: Any) -> Measurement:
@@ -319,8 +320,8 @@ def _attempt(name: str, log: Log, fn: Callable[[], Measurement], device: Any) ->
     try:
         result = fn()
     except Exception as err:  # one failure must not stop the other measurements
-        _free(device)
-        message = _message(err)
+        free_device_memory(device)
+        message = error_message(err)
         log(f"{name} FAILED: {message}")
         return Measurement(name, error=message)
     ratio = result.ratio
@@ -397,7 +398,7 @@ def _encoded_lengths(tok: Any, requests: list[ScoreRequest]) -> np.ndarray:
 
 def _build(builder: Callable[..., Any], shape: ModelShape, tok: Any, seed: int, device: Any,
            dtype: Any) -> Any:
-    with _building(device, dtype):
+    with building(device, dtype):
         return builder(shape, tok, seed=seed)
 
 
@@ -503,8 +504,8 @@ def run_gpu_bench(cfg: GpuBenchConfig, log: Log = quiet_log) -> GpuReport:
         try:
             measurements += part(cfg, tok, device, dtype, log)
         except Exception as err:  # a model that cannot be built: report, go on
-            message = _message(err)
+            message = error_message(err)
             log(f"{part.__name__} FAILED: {message}")
             measurements.append(Measurement(part.__name__, error=message))
-        _free(device)  # the part's model is unreachable now
+        free_device_memory(device)  # the part's model is unreachable now
     return GpuReport(environment(device, dtype), assumptions(cfg), measurements)
