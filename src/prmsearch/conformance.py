@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import FrozenInstanceError, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -351,20 +351,27 @@ def _check_generation(check: str, label: str, request: GenerationRequest, gen: o
               "count every decoded token (delimiter and EOS included) or leave it None")
 
 
+def _batch_call(check: str, method: str, call: Callable[[list], Any], requests: list, what: str,
+                item: str, noun: str) -> Any:
+    """``call(requests)``, which must not raise and must return one ``item`` per request."""
+    try:
+        out = call(requests)
+    except Exception as exc:
+        _fail(check, f"{method}() raised on {what}: {type(exc).__name__}: {exc}",
+              f"{method}() must serve these requests")
+    try:
+        count = len(out)
+    except TypeError:
+        _fail(check, f"{method}() returned {type(out).__name__}", f"return a list of {item}")
+    if count != len(requests):
+        _fail(check, f"{count} {noun} for {len(requests)} requests ({what})",
+              f"return one {item} per request, in the requests' order")
+    return out
+
+
 def _generate(check: str, policy: Policy, requests: list[GenerationRequest], what: str
               ) -> list[Generation]:
-    try:
-        gens = policy.generate(requests)
-    except Exception as exc:
-        _fail(check, f"generate() raised on {what}: {type(exc).__name__}: {exc}",
-              "generate() must serve these requests")
-    try:
-        count = len(gens)
-    except TypeError:
-        _fail(check, f"generate() returned {type(gens).__name__}", "return a list of Generation")
-    if count != len(requests):
-        _fail(check, f"{count} generations for {len(requests)} requests ({what})",
-              "return one Generation per request, in the requests' order")
+    gens = _batch_call(check, "generate", policy.generate, requests, what, "Generation", "generations")
     for i, (request, gen) in enumerate(zip(requests, gens)):
         _check_generation(check, f"request {i} of {what}", request, gen)
     return list(gens)
@@ -463,17 +470,7 @@ def check_policy(
 
 def _score(check: str, scorer: Scorer, requests: list[ScoreRequest], what: str) -> list[np.ndarray]:
     """Score ``requests``, check every result, and return the score arrays."""
-    try:
-        results = scorer.score(requests)
-    except Exception as exc:
-        _fail(check, f"score() raised on {what}: {type(exc).__name__}: {exc}", "score() must serve them")
-    try:
-        count = len(results)
-    except TypeError:
-        _fail(check, f"score() returned {type(results).__name__}", "return a list of StepScores")
-    if count != len(requests):
-        _fail(check, f"{count} results for {len(requests)} requests ({what})",
-              "return one StepScores per request, in order")
+    results = _batch_call(check, "score", scorer.score, requests, what, "StepScores", "results")
     arrays = []
     for i, (request, result) in enumerate(zip(requests, results)):
         label = f"request {i} of {what}"
