@@ -11,6 +11,7 @@ from prmsearch.cli.errors import (
     FlagError,
     _unescape,
     cli_text,
+    config_from_flags,
     flag_context,
     int_at_least,
     option_type,
@@ -84,11 +85,7 @@ def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
         "max_new_tokens": args.max_step_tokens,
         "delimiter": _unescape(args.delimiter),
     }
-    try:
-        return SamplingParams(**values)
-    except ValueError as exc:
-        field = next((f for f in _SAMPLING_FLAGS if str(exc).startswith(f)), "temperature")
-        raise FlagError(_SAMPLING_FLAGS[field], values[field], str(exc)) from None
+    return config_from_flags(SamplingParams, values, _SAMPLING_FLAGS)
 
 
 def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,6 +66,18 @@ def flag_context(flag: str, value: object, fix: str = "") -> Iterator[None]:
         raise
     except _BAD_VALUE as exc:
         raise FlagError(flag, value, cli_text(exc) + (f"; {fix}" if fix else "")) from exc
+
+
+def config_from_flags(cls: Callable[..., Any], values: Mapping[str, Any],
+                      flags: Mapping[str, str] | None = None) -> Any:
+    """``cls(**values)`` for a frozen config; its ValueError (which starts with the field's name)
+    becomes a FlagError naming that field's flag: ``flags[field]``, else ``--field-name``."""
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        field = next((f for f in values if str(exc).startswith(f)), next(iter(values)))
+        flag = (flags or {}).get(field, f"--{field.replace('_', '-')}")
+        raise FlagError(flag, values[field], str(exc)) from None
 
 
 class CliParser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prmsearch.cli.backends import load_policy
 from prmsearch.cli.bench import dataset_from_flags, load_problems
-from prmsearch.cli.errors import FlagError, _unescape, flag_context, int_at_least
+from prmsearch.cli.errors import FlagError, _unescape, config_from_flags, flag_context, int_at_least
 
 
 def cmd_label(args: argparse.Namespace) -> int:
@@ -32,12 +32,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         "solution_max_tokens": args.max_solution_tokens, "judge_max_tokens": args.judge_max_tokens,
         "delimiter": _unescape(args.delimiter), "seed": args.seed, "chunk": args.chunk,
     }  # fmt: skip
-    try:
-        cfg = LabelConfig(**values)
-    except ValueError as exc:
-        field = next((f for f in values if str(exc).startswith(f)), "method")
-        flag = _LABEL_FLAGS.get(field, f"--{field.replace('_', '-')}")
-        raise FlagError(flag, values[field], str(exc)) from None
+    cfg = config_from_flags(LabelConfig, values, _LABEL_FLAGS)
     dataset, dataset_path = dataset_from_flags(args.dataset, args.dataset_path)
     source = SimpleNamespace(dataset=dataset, dataset_path=dataset_path, split=args.split, limit=args.limit,
                              shuffle_seed=args.shuffle_seed, question_field=args.question_field,
@@ -166,11 +161,7 @@ def cmd_train_prm(args: argparse.Namespace) -> int:
         "bf16": args.bf16, "device": args.device, "gguf_file": args.gguf_file, "threads": args.threads,
         "seed": args.seed, "log_every": args.log_every,
     }  # fmt: skip
-    try:
-        cfg = StepwiseTrainConfig(**values)
-    except ValueError as exc:
-        field = next((f for f in values if str(exc).startswith(f)), "steps")
-        raise FlagError(f"--{field.replace('_', '-')}", values[field], str(exc)) from None
+    cfg = config_from_flags(StepwiseTrainConfig, values)
     rows = _stepwise_rows(args.data)
     if args.base is None:
         from prmsearch.arith.models import default_policy_path
