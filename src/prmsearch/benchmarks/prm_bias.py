@@ -51,6 +51,11 @@ class LabelledCandidate:
         return self.answer_correct and self.first_error == -1
 
 
+def first_error_of(labels: Sequence[bool]) -> int:
+    """The first step labelled wrong, or -1 (labels follow the first error)."""
+    return next((i for i, right in enumerate(labels) if not right), -1)
+
+
 def read_labelled(path: str | Path) -> list[LabelledCandidate]:
     """The labelled solutions of a ``prmsearch label`` run (``labels.jsonl``); rows without labels
     (unparsable, disagreeing, failed) are left out."""
@@ -66,7 +71,7 @@ def read_labelled(path: str | Path) -> list[LabelledCandidate]:
             labels = row.get("labels")
             if not labels:
                 continue
-            first = next((i for i, y in enumerate(labels) if not y), -1)
+            first = first_error_of(labels)
             out.append(LabelledCandidate(str(row["problem_id"]), row["prompt"], tuple(row["completions"]),
                                          first, bool(row["answer_correct"])))  # fmt: skip
     if not out:

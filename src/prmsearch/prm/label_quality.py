@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.arith.problems import ArithProblem, load_split
+from prmsearch.benchmarks.prm_bias import first_error_of
 from prmsearch.prm.labelling import first_error_from_values, labels_from_first_error
 from prmsearch.prm.labels import checker_labels
 
@@ -96,7 +97,7 @@ def label_quality(rows: Sequence[dict[str, Any]], thresholds: Sequence[float] = 
             judge.add(row.get("judge_first_error"), checker_first, len(steps))
         if row.get("method") == "consensus":
             kept = row["labels"] is not None
-            first = next((i for i, y in enumerate(row["labels"]) if not y), -1) if kept else None
+            first = first_error_of(row["labels"]) if kept else None
             sources.setdefault("consensus", Agreement()).add(first, checker_first, len(steps))
     return {name: agreement.to_dict() for name, agreement in sources.items()}
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from prmsearch.benchmarks.prm_bias import first_error_of
 from prmsearch.benchmarks.processbench import first_error_report
 
 SEPARATOR = "<extra_0>"
@@ -186,7 +187,7 @@ def encode_rows(fmt: Any, rows: Iterable[dict[str, Any]], max_length: int) -> tu
         if len(encoded.ids) > max_length:
             skipped += 1
             continue
-        first = next((i for i, y in enumerate(labels) if not y), -1)
+        first = first_error_of(labels)
         out.append(_Encoded(list(encoded.ids), list(encoded.positions), [float(y) for y in labels], first))
     return out, skipped
 
