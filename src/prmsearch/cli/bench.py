@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.cli.backends import (
     _option_text,
     add_backend_arguments,
@@ -87,15 +89,10 @@ def check_bench_flags(args: argparse.Namespace) -> None:
 #: Sweep flags of ``bench`` whose parser default is None, so that a recipe can tell which ones the
 #: user gave; without a recipe these are their values.
 BENCH_SWEEP_DEFAULTS: dict[str, Any] = {
-    "dataset": "arith",
-    "budgets": (1, 4, 16),
-    "seeds": (0,),
-    "chunk": 64,
-    "temperature": 0.8,
-    "top_p": 1.0,
-    "max_step_tokens": 256,
-    "delimiter": "\n\n",
-    "max_depth": 32,
+    f.name: f.default
+    for f in dataclasses.fields(SweepConfig)
+    if f.name in ("dataset", "budgets", "seeds", "chunk", "temperature", "top_p", "max_step_tokens",
+                  "delimiter", "max_depth")
 }
 
 #: Flags a recipe takes over from the command line (the recipe's value is replaced), by SweepConfig field.
@@ -143,7 +140,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def bench_config(args: argparse.Namespace):
     """The SweepConfig of the bench flags; a bad value names its flag."""
-    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES, SweepConfig
+    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES
 
     strategies = args.strategies or DEFAULT_STRATEGIES
     for name in strategies:
@@ -186,7 +183,6 @@ def _bench_recipe(args: argparse.Namespace) -> int:
     """``bench --recipe FILE``: the sweep and backends come from the YAML recipe; sweep flags given
     on the command line replace the recipe's values, and flags that would change its models or
     dataset are refused (never silently ignored)."""
-    import dataclasses
 
     from prmsearch.benchmarks.recipes import load_recipe
 
@@ -203,7 +199,6 @@ def _bench_recipe(args: argparse.Namespace) -> int:
 
 def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
     """The SweepConfig fields that ``bench --recipe`` flags replace, validated flag by flag."""
-    import dataclasses
 
     for name, flag in _RECIPE_CONFLICTS.items():
         value = getattr(args, name, None)
