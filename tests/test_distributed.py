@@ -128,3 +128,47 @@ def test_cli_bench_ray_flags_reach_the_runner(tmp_path, monkeypatch):
     assert main([*args, "--resume", "--ray"]) == 0 and seen["runner"].ray_config.address is None
     assert main([*args, "--resume"]) == 0 and seen["runner"] is None
     assert main([*args, "--resume", "--ray-workers", "2"]) == 2  # needs --ray or --ray-address
+
+
+def test_label_on_ray_equals_label_in_process(tmp_path, ray_cluster):
+    """``prmsearch label --ray``: actors build the embedded policy themselves and label whole
+    chunks; the driver writes the same rows as one process, and a resume adds only what is missing."""
+    from prmsearch.arith.problems import load_split
+    from prmsearch.cli.prm_kit import label_backends
+    from prmsearch.prm.labelling import LabelConfig, LabelProblem, labels_folder, run_labelling
+
+    problems = [LabelProblem(p.id, p.question, str(p.answer)) for p in load_split("train", 5)]
+    cfg = LabelConfig(samples=2, rollouts=1, solution_max_tokens=96, chunk=2)
+    backends = functools.partial(label_backends, None, None, None, None, False)  # picklable
+    local = run_labelling(cfg, problems, tmp_path / "local", backends=backends)
+    runner = RayRunner(RayConfig(workers=2, inflight=1))
+    on_ray = run_labelling(cfg, problems[:3], tmp_path / "ray", backends=backends, runner=runner)
+    assert on_ray["problems"] == 3
+    on_ray = run_labelling(cfg, problems, tmp_path / "ray", backends=backends, runner=runner, resume=True)
+    assert on_ray == local
+
+    def by_id(name):
+        return sorted(labels_folder(tmp_path / name).rows(), key=lambda row: row["id"])
+
+    assert by_id("ray") == by_id("local")
+
+
+def test_cli_label_ray_flags(tmp_path, ray_cluster, capsys):
+    import json
+
+    from prmsearch.cli import main
+
+    # the policy is registered by a plugin file: each actor must import it to build the policy
+    plugin = tmp_path / "my_policy.py"
+    plugin.write_text("from prmsearch import make_policy, register_policy\n"
+                      "register_policy('plugin-arith', lambda **kw: make_policy('arith', **kw),\n"
+                      "                replace=True)\n")
+    out = tmp_path / "labels"
+    args = ["--plugin", str(plugin), "label", "--policy", "plugin-arith", "--split", "train", "--limit", "3",
+            "--samples", "1", "--rollouts", "1", "--chunk", "1", "--max-solution-tokens", "96", "--ray",
+            "--ray-workers", "2", "--out", str(out), "--json", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["problems"] == 3 and summary["solutions"] == 3
+    rows = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(row["provenance"]["policy"] == "plugin-arith" for row in rows)

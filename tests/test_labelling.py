@@ -175,6 +175,53 @@ def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
                       resume=True)  # fmt: skip
 
 
+def test_retry_errors_labels_the_failed_problems_again(tmp_path):
+    """A policy that failed on one problem and a judge that failed on another leave error rows;
+    a resume with retry_errors labels just those problems again, and their new rows replace the
+    old ones (no stale error row, nothing twice)."""
+    problems = [LabelProblem(f"p{i}", PROBLEM.question.replace("12", str(12 + i)), "0") for i in range(3)]
+    broken = {"policy": problems[1].question, "judge": problems[2].question}
+    asked: list[str] = []
+
+    def flaky_policy(question, steps, index, seed):
+        asked.append(question)
+        if question == broken["policy"]:
+            raise RuntimeError("server said 503")
+        return _whole(policy_script)(question, steps, index, seed)
+
+    def flaky_judge(question, steps, index, seed):
+        if broken["judge"] and broken["judge"] in question:
+            raise RuntimeError("judge timed out")
+        return judge_script(question, steps, index, seed)
+
+    cfg = LabelConfig(method="judge", samples=2, judge_samples=1, chunk=1)
+    policy, judge = ScriptedPolicy(flaky_policy), ScriptedPolicy(flaky_judge)
+    first = run_labelling(cfg, problems, tmp_path, policy=policy, judge=judge)
+    assert first["statuses"] == {"error": 3, "labelled": 2}  # p1: one problem row; p2: two solutions
+    assert [r["id"] for r in _rows(tmp_path) if r["status"] == "error"] == ["p1/error", "p2/0", "p2/1"]
+    with pytest.raises(ValueError, match="needs resume=True"):
+        run_labelling(cfg, problems, tmp_path, policy=policy, judge=judge, retry_errors=True)
+
+    broken.update(policy=None, judge=None)
+    asked.clear()
+    again = run_labelling(cfg, problems, tmp_path, policy=policy, judge=judge, resume=True, retry_errors=True)
+    assert again["statuses"] == {"labelled": 6} and again["problems"] == 3
+    ids = [r["id"] for r in _rows(tmp_path)]
+    assert sorted(ids) == sorted(f"p{i}/{j}" for i in range(3) for j in range(2)) and len(set(ids)) == 6
+    assert problems[0].question not in asked  # the problem that had no error was not labelled again
+    assert len((tmp_path / "stepwise.jsonl").read_text().splitlines()) == 6
+
+
+def test_label_worker_rows_equal_in_process_rows(tmp_path):
+    """What a Ray actor of ``label --ray`` does, without Ray: a chunk's rows are the in-process rows."""
+    from prmsearch.prm.labelling import LabelWorker
+
+    cfg = LabelConfig(method="consensus", samples=2, rollouts=2, judge_samples=3)
+    run_labelling(cfg, [PROBLEM], tmp_path, policy=_policy(), judge=_judge())
+    worker = LabelWorker(cfg, lambda: (_policy(), _judge()), None, {})
+    assert worker.ready() and worker.run([PROBLEM]) == _rows(tmp_path)
+
+
 def test_cli_label_on_the_embedded_models(tmp_path, capsys):
     out = tmp_path / "labels"
     args = ["label", "--split", "train", "--limit", "3", "--samples", "2", "--rollouts", "2",
@@ -220,12 +267,14 @@ def test_cli_label_on_the_embedded_models(tmp_path, capsys):
         (["--mc-threshold", "1.5"], "--mc-threshold 1.5"),
         (["--judge-backend", "hf"], "--judge-backend 'hf'"),
         (["--resume"], "--resume"),
+        (["--retry-errors"], "--retry-errors"),
+        (["--ray-workers", "2"], "--ray-workers 2"),
         (["--dataset", "nope"], "--dataset 'nope'"),
         (["--temperature", "-1"], "--temperature -1.0"),
     ],
 )
 def test_bad_label_flags_are_one_line(tmp_path, capsys, flags, named):
-    out = [] if "--resume" in flags else ["--out", str(tmp_path / "x")]
+    out = [] if flags[0] in ("--resume", "--retry-errors") else ["--out", str(tmp_path / "x")]
     assert main(["label", *out, *flags]) == 2
     assert not (tmp_path / "x" / "labels.jsonl").exists()  # refused before any work
     err = capsys.readouterr().err

@@ -139,7 +139,21 @@ class RayRunner:
         grade=None,
         matcher=None,
     ) -> None:
-        """Run every task on the actors and ``emit`` each row in the driver as chunks finish."""
+        """Run every sweep task on the actors and ``emit`` each row in the driver as chunks finish."""
+
+        def rows(chunk: list[dict[str, Any]]) -> None:
+            for row in chunk:
+                emit(ResultRow.from_dict(row))
+
+        self.map(SweepWorker, (config, self.backends, grade, matcher), tasks, rows)
+
+    def map(
+        self, worker_class: type, worker_args: tuple, tasks: Sequence[tuple], on_result: Callable[[Any], None]
+    ) -> None:
+        """The general form: start actors of ``worker_class(*worker_args)`` (a plain class with a
+        ``ready()`` and a ``run(*task)`` method), run every task on them, and call ``on_result`` in
+        this process with each task's return value as it arrives (completion order). Other
+        sharded jobs (``prmsearch label --ray``) use it with their own worker class."""
         if not tasks:
             return
         ray = import_ray()
@@ -147,10 +161,10 @@ class RayRunner:
         actors: list[Any] = []
         try:
             workers, gpus = self._shape(ray, len(tasks))
-            remote = ray.remote(SweepWorker).options(num_cpus=self.ray_config.cpus_per_worker, num_gpus=gpus)
-            actors = [remote.remote(config, self.backends, grade, matcher) for _ in range(workers)]
+            remote = ray.remote(worker_class).options(num_cpus=self.ray_config.cpus_per_worker, num_gpus=gpus)
+            actors = [remote.remote(*worker_args) for _ in range(workers)]
             ray.get([actor.ready.remote() for actor in actors])  # a backend that cannot load fails here
-            self._schedule(ray, actors, deque(tasks), emit)
+            self._schedule(ray, actors, deque(tasks), on_result)
         finally:
             for actor in actors:
                 ray.kill(actor)
@@ -177,13 +191,12 @@ class RayRunner:
         workers = cfg.workers or (cluster_gpus if cluster_gpus and gpus else 2)
         return max(1, min(workers, n_tasks)), gpus
 
-    def _schedule(self, ray, actors: list[Any], queue: deque, emit) -> None:
-        """Keep ``inflight`` chunks queued on every actor; emit rows as each chunk returns."""
+    def _schedule(self, ray, actors: list[Any], queue: deque, on_result) -> None:
+        """Keep ``inflight`` tasks queued on every actor; hand each result over as it returns."""
         owner: dict[Any, Any] = {}
 
         def submit(actor) -> None:
-            strategy, budget, seed, problems = queue.popleft()
-            owner[actor.run.remote(strategy, budget, seed, list(problems))] = actor
+            owner[actor.run.remote(*queue.popleft())] = actor
 
         for _ in range(self.ray_config.inflight):
             for actor in actors:
@@ -192,7 +205,6 @@ class RayRunner:
         while owner:
             (done,), _ = ray.wait(list(owner), num_returns=1)
             actor = owner.pop(done)
-            for row in ray.get(done):
-                emit(ResultRow.from_dict(row))
+            on_result(ray.get(done))
             if queue:
                 submit(actor)

@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -237,20 +237,34 @@ class ResultsFolder:
         """Keys whose (last) row records an error: what ``--retry-errors`` runs again."""
         return {self.key(row) for row in self.rows() if row.get("error")}
 
+    def drop(self, predicate: Callable[[Mapping[str, Any]], bool]) -> int:
+        """Remove every row for which ``predicate`` is true (atomically, as :meth:`compact`);
+        returns how many were removed. Used to run again what a resume must redo, for example the
+        problems of a labelling run that ended in an error."""
+        lines = self._lines()
+        keep = [line for line in lines if not predicate(json.loads(line))]
+        if len(keep) != len(lines):
+            self._rewrite(keep)
+        return len(lines) - len(keep)
+
     def compact(self) -> int:
         """Rewrite the results file with one row per key (the last); returns how many superseded
         rows were dropped. Atomic: a temporary file is written, fsynced and renamed over it."""
         winners, dropped = self._winners()
         if not dropped:
             return 0
+        self._rewrite([line for line, _ in winners])
+        return dropped
+
+    def _rewrite(self, lines: Sequence[str]) -> None:
+        """Replace the results file with ``lines``: a temporary file, fsynced, renamed over it."""
         temporary = self.results_path.with_name(self.results_name + ".tmp")
         with temporary.open("w", encoding="utf-8") as handle:
-            handle.writelines(line for line, _ in winners)
+            handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.results_path)
         _fsync_folder(self.path)
-        return dropped
 
     def result_rows(self) -> Iterator[ResultRow]:
         """Every complete row, typed."""

@@ -258,7 +258,19 @@ def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
     return sweep_problems(dataset)
 
 
-def _runner(args: argparse.Namespace, ray_backends):
+def in_workers(args: argparse.Namespace, build):
+    """``build`` wrapped so that a Ray actor first imports the run's plugins (``--plugin`` and
+    ``$PRMSEARCH_PLUGINS``), whose registrations it needs to build the backends; None stays None."""
+    if build is None:
+        return None
+    import functools
+
+    from prmsearch.cli.plugins import build_with_plugins, plugin_names
+
+    return functools.partial(build_with_plugins, plugin_names(getattr(args, "plugin", ()) or ()), build)
+
+
+def ray_runner(args: argparse.Namespace, ray_backends):
     """The Ray runner of ``--ray``/``--ray-address`` (None: run in this process)."""
     if not (args.ray or args.ray_address):
         return None
@@ -268,7 +280,7 @@ def _runner(args: argparse.Namespace, ray_backends):
     with flag_context(flag, args.ray_address):
         import_ray()
         ray_config = RayConfig(address=args.ray_address, workers=args.ray_workers)
-    return RayRunner(ray_config, backends=ray_backends)  # each actor builds its own backends
+    return RayRunner(ray_config, backends=in_workers(args, ray_backends))  # each actor builds its own
 
 
 def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) -> int:
@@ -284,7 +296,7 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
     if name == "jsonl" and config.dataset_path:
         name = Path(config.dataset_path).stem
     out = Path(args.out) if args.out else timestamped_folder("runs", name)
-    runner = _runner(args, ray_backends)
+    runner = ray_runner(args, ray_backends)
     if out.exists() and not out.is_dir():
         raise FlagError("--out", str(out), "is a file; give a folder (a new one, or a run to --resume)")
     with flag_context("--out", str(out), "give a folder for the results"):

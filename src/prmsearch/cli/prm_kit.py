@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 
 from prmsearch.cli.backends import load_policy
-from prmsearch.cli.bench import dataset_from_flags, load_problems
+from prmsearch.cli.bench import dataset_from_flags, in_workers, load_problems, ray_runner
 from prmsearch.cli.errors import FlagError, _unescape, config_from_flags, flag_context, int_at_least
 
 
@@ -25,6 +26,11 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
     if args.judge_backend is not None and not args.judge:
         raise FlagError("--judge-backend", args.judge_backend, "needs --judge MODEL")
+    if args.retry_errors and not args.resume:
+        raise FlagError("--retry-errors", None, "needs --resume --out FOLDER (it labels that run's errored "
+                        "problems again)")
+    if args.ray_workers is not None and not (args.ray or args.ray_address):
+        raise FlagError("--ray-workers", args.ray_workers, "needs --ray or --ray-address")
     values = {
         "method": args.method, "samples": args.samples, "rollouts": args.rollouts,
         "mc_threshold": args.mc_threshold, "judge_samples": args.judge_samples,
@@ -41,10 +47,11 @@ def cmd_label(args: argparse.Namespace) -> int:
                 for p in load_problems(source, "--dataset", args.dataset, args.skip_bad_rows)]
     name = Path(dataset_path).stem if dataset == "jsonl" and dataset_path else dataset
     out = Path(args.out) if args.out else Path("runs") / f"labels-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    policy = load_policy(args.policy, args.policy_backend)
-    judge = None
-    if cfg.uses_judge:
-        judge = load_policy(args.judge, args.judge_backend, "--judge") if args.judge else policy
+    backends = functools.partial(label_backends, args.policy, args.policy_backend, args.judge,
+                                 args.judge_backend, cfg.uses_judge)  # fmt: skip
+    runner = ray_runner(args, None)  # --ray: each actor calls backends() once, after the plugins
+    if runner is not None:
+        backends = in_workers(args, backends)
     provenance = {
         "policy": args.policy or "embedded arith policy", "policy_backend": args.policy_backend,
         "judge": (args.judge or args.policy or "embedded arith policy") if cfg.uses_judge else None,
@@ -57,8 +64,9 @@ def cmd_label(args: argparse.Namespace) -> int:
             print(f"labelled {done}/{total} problems", file=sys.stderr, flush=True)
 
     try:
-        summary = run_labelling(cfg, problems, out, policy=policy, judge=judge, resume=args.resume,
-                                provenance=provenance, progress=progress)  # fmt: skip
+        summary = run_labelling(cfg, problems, out, backends=backends, runner=runner, resume=args.resume,
+                                retry_errors=args.retry_errors, provenance=provenance,
+                                progress=progress)  # fmt: skip
     except ResultsFolderError as exc:
         raise FlagError("--out", str(out), str(exc)) from None
     if args.json:
@@ -75,6 +83,17 @@ def cmd_label(args: argparse.Namespace) -> int:
               f"{out / 'labels.jsonl'} say why)", file=sys.stderr)
         return 1
     return 0
+
+
+def label_backends(policy: str | None, policy_backend: str | None, judge: str | None,
+                   judge_backend: str | None, uses_judge: bool):
+    """(policy, judge) of ``label``'s flags; the judge is the policy itself unless ``--judge`` names
+    one, and None when the method needs no judge. Module-level, so ``functools.partial`` of it
+    pickles to Ray actors."""
+    model = load_policy(policy, policy_backend)
+    if not uses_judge:
+        return model, None
+    return model, (load_policy(judge, judge_backend, "--judge") if judge else model)
 
 
 #: LabelConfig fields and the flags that set them, where the names differ.
@@ -129,6 +148,13 @@ def _add_label(sub) -> None:
                        help="problems per batched run and per write to disk (default: 16)")
     label.add_argument("--out", default=None, help="output folder (default: runs/labels-<dataset>-<time>)")
     label.add_argument("--resume", action="store_true", help="continue the run in --out")
+    label.add_argument("--retry-errors", action="store_true", help="with --resume: also label again the "
+                       "problems that have a row in error (a judge or server failure); their new rows "
+                       "replace the old ones")
+    label.add_argument("--ray", action="store_true", help="shard the problems over a local Ray cluster")
+    label.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
+    label.add_argument("--ray-workers", type=int_at_least(1), default=None, metavar="K",
+                       help="Ray actors, each with its own policy and judge (default: one per GPU, else 2)")
     label.add_argument("--json", action="store_true", help="print summary.json")
     label.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     label.set_defaults(func=cmd_label)

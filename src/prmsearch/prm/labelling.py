@@ -449,42 +449,106 @@ def labels_folder(out: str | Path) -> ResultsFolder:
     return ResultsFolder(Path(out), results_name=LABELS_FILE, key=_key)
 
 
+#: Builds the labelling backends (policy, judge or None) in the process that uses them: a Ray
+#: actor calls it once, so backends never cross a process boundary (pass a picklable callable).
+LabelBackends = Callable[[], tuple[Policy, Policy | None]]
+
+
+class LabelWorker:
+    """What one Ray actor of a sharded labelling run does: build the policy and the judge once,
+    then label whole chunks of problems, returning their rows as plain JSON objects.
+
+    A plain class (``RayRunner.map`` wraps it with ``ray.remote``), so it is testable without Ray.
+    """
+
+    def __init__(self, cfg: LabelConfig, backends: LabelBackends,
+                 right: Callable[[str | None, str], bool] | None, provenance: dict[str, Any] | None) -> None:
+        self.cfg, self.provenance = cfg, provenance
+        self.policy, self.judge = backends()
+        self.right = right if right is not None else _default_grader()
+
+    def run(self, problems: Sequence[LabelProblem]) -> list[dict[str, Any]]:
+        """The rows of one chunk, problem by problem."""
+        per_problem = label_chunk(self.policy, problems, self.cfg, right=self.right, judge=self.judge,
+                                  provenance=self.provenance)  # fmt: skip
+        return [row.to_dict() for rows in per_problem for row in rows]
+
+    def ready(self) -> bool:
+        """True once the backends are loaded (the driver waits on it to report load errors)."""
+        return True
+
+
+def _default_grader() -> Callable[[str | None, str], bool]:
+    from prmsearch.benchmarks.grading import is_equivalent
+
+    return is_equivalent
+
+
 def run_labelling(
     cfg: LabelConfig,
     problems: Sequence[LabelProblem],
     out: str | Path,
     *,
-    policy: Policy,
+    policy: Policy | None = None,
     judge: Policy | None = None,
+    backends: LabelBackends | None = None,
+    runner: Any = None,
     right: Callable[[str | None, str], bool] | None = None,
     resume: bool = False,
+    retry_errors: bool = False,
     provenance: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Label every problem, appending each chunk's rows as it finishes (a killed run resumes
-    where it stopped with ``resume=True``: problems with rows are not labelled again), then write
-    ``stepwise.jsonl`` and ``summary.json``; returns the summary."""
-    if right is None:
-        from prmsearch.benchmarks.grading import is_equivalent
+    """Label every problem, appending each chunk's rows as it finishes, then write
+    ``stepwise.jsonl`` and ``summary.json``; returns the summary.
 
-        right = is_equivalent
+    The backends are ``policy`` and ``judge``, or ``backends()`` called only when something is
+    left to label. With a ``runner`` (a :class:`~prmsearch.benchmarks.distributed.RayRunner`)
+    the chunks are labelled by Ray actors that each call ``backends()`` once; this process stays
+    the only writer. A killed run resumes where it stopped with ``resume=True`` (problems with
+    rows are not labelled again); ``retry_errors`` also labels again every problem that has a
+    row in error (a judge that failed, a policy that timed out), replacing its rows."""
+    if right is None:
+        right = _default_grader()
+    if runner is not None and backends is None:
+        raise ValueError("a runner needs backends: a picklable callable that builds (policy, judge) "
+                         "in each actor")
+    if runner is None and policy is None and backends is None:
+        raise ValueError("run_labelling needs a policy (or a backends callable that builds one)")
+    if retry_errors and not resume:
+        raise ValueError("retry_errors re-labels the errored problems of an existing run: "
+                         "it needs resume=True")
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         dupes = sorted(i for i, c in Counter(ids).items() if c > 1)[:5]
         raise ValueError(f"problem ids must be unique; repeated: {dupes}")
     folder = labels_folder(out)
     folder.open({"label": cfg.to_dict(), "provenance": provenance or {}}, resume=resume)
+    if retry_errors:
+        errored = {row["problem_id"] for row in folder.rows() if row.get("status") == "error"}
+        folder.drop(lambda row: row["problem_id"] in errored)
     done = {row["problem_id"] for row in folder.rows()}
     todo = [p for p in problems if p.id not in done]
     finished = len(problems) - len(todo)
-    for start in range(0, len(todo), cfg.chunk):
-        chunk = todo[start : start + cfg.chunk]
-        for rows in label_chunk(policy, chunk, cfg, right=right, judge=judge, provenance=provenance):
-            for row in rows:
-                folder.append(row.to_dict())
-        finished += len(chunk)
+    chunks = [todo[start : start + cfg.chunk] for start in range(0, len(todo), cfg.chunk)]
+
+    def write(rows: Sequence[dict[str, Any]]) -> None:
+        nonlocal finished
+        for row in rows:
+            folder.append(row)
+        finished += len({row["problem_id"] for row in rows})
         if progress is not None:
             progress(finished, len(problems))
+
+    if chunks and runner is not None:
+        runner.map(LabelWorker, (cfg, backends, right, provenance), [(chunk,) for chunk in chunks], write)
+    elif chunks:
+        if policy is None:
+            assert backends is not None
+            policy, judge = backends()
+        for chunk in chunks:
+            per_problem = label_chunk(policy, chunk, cfg, right=right, judge=judge, provenance=provenance)
+            write([row.to_dict() for rows in per_problem for row in rows])
     return write_outputs(folder, cfg, {p.id for p in problems})
 
 
