@@ -145,3 +145,30 @@ def test_gpu_prm_kit_default_sizes_fit_ten_minutes():
     assert 60 < sum(parts.values()) < 60 * cfg.budget_minutes
     assert kit.parameters(kit.SHAPE_1_5B, lm_head=True) == 1_543_714_304
     assert kit.parameters(kit.SHAPE_7B, lm_head=False) == 7_070_619_136
+
+
+@pytest.mark.slow
+def test_prm_label_study_smoke(tmp_path):
+    """The label-source study end to end on tiny settings: three consensus labelling runs (the
+    policy as its own arithmetic judge), one PRM per source, validation choice, test read once."""
+    from prmsearch.arith.models import default_policy_path
+    from prmsearch.cli import main
+
+    policy = str(default_policy_path())
+    for split in ("train", "validation", "test"):
+        args = ["label", "--method", "consensus", "--split", split, "--limit", "3", "--samples", "2",
+                "--rollouts", "1", "--max-solution-tokens", "96", "--judge", policy, "--judge-backend",
+                "arith-judge", "--judge-samples", "1", "--out", str(tmp_path / f"labels-{split}"),
+                "--no-progress"]  # fmt: skip
+        assert main(args) == 0
+    out = tmp_path / "study"
+    proc = run_script("prm_label_study.py", "--smoke", "--labels", str(tmp_path), "--base", policy,
+                      "--out", str(out))  # fmt: skip
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["quality"]) == {"train", "validation", "test"}
+    assert report["trained"] and set(report["chosen_lr"]) == set(report["trained"])
+    for split in ("validation", "test"):
+        oracle = report[split]["exact checker (oracle)"]
+        assert oracle["steps"]["step"]["f1"] == 1.0  # the checker labels are the reference
+        assert all(0.0 <= v <= 1.0 for r in report[split].values() for v in r["search"].values())
+    assert "## Test, read once" in proc.stdout and (out / "report.md").is_file()

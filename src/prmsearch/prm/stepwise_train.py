@@ -277,9 +277,11 @@ def train_stepwise_prm(
     held_rows, train_rows = split_by_prompt(rows, cfg.validation_fraction, rng)
     validation, skipped_val = encode_rows(fmt, held_rows, cfg.max_length)
     train, skipped = encode_rows(fmt, train_rows, cfg.max_length)
+    if not rows:
+        raise ValueError("no rows to train on: the data holds no labelled solutions")
     if not train:
-        raise ValueError(f"no training rows left ({skipped} too long or refused by the qwen-prm layout; "
-                         f"raise max_length)")
+        raise ValueError(f"no training rows left ({skipped} too long or refused by the qwen-prm layout, "
+                         f"{len(held_rows)} held out; raise max_length or lower validation_fraction)")
     pad_id = tokenizer.pad_token_id
     steps_total = sum(len(e.targets) for e in train)
     positive = float(np.mean([y for e in train for y in e.targets]))
@@ -314,6 +316,10 @@ def train_stepwise_prm(
         "positive_share": positive,
         "loss_first": losses[0],
         "loss_last": float(np.mean(losses[-max(1, cfg.steps // 10):])),
+        "loss_curve": [  # mean training loss of each window of log_every steps: the learning curve
+            [start_step, float(np.mean(losses[start_step : start_step + cfg.log_every]))]
+            for start_step in range(0, len(losses), cfg.log_every)
+        ],
         "seconds": time.perf_counter() - start,
         "validation": evaluate_examples(prm, validation, pad_id, device) if validation else None,
     }
