@@ -110,3 +110,48 @@ def test_corrupted_gold_with_a_step_error_rate_has_several_wrong_results():
     for sol, problem in zip(solutions, problems):
         first, _, labels = checker_labels(problem, sol.steps)
         assert sol.first_error == first and sol.checker == labels
+
+
+def test_step_targets_mark_the_wrong_part_of_each_step(fmt):
+    """Every part of a step is judged locally: the value it starts from against the previous
+    written result, the operation and the operand against the problem's, the result against the
+    step's own arithmetic. A wrong operand with a right result for it marks only the operand."""
+    from prmsearch.prm.dense_targets import step_targets
+
+    # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32: step 1 subtracts 6 (its result right for 6),
+    # step 2 adds where the problem adds, from the written 18: right locally
+    steps = (GOLD[0], "24 - 6 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
+    dense = step_targets(fmt, PROBLEM, steps)
+    tokens = [fmt.tokenizer.decode([dense.ids[p]]).strip() for p in dense.positions]
+    assert "".join(tokens) == "12*224" + "24-618" + "18+1331"  # values, operations, operands, results
+    wrong = [t for t, y in zip(tokens, dense.targets) if y == 0.0]
+    assert wrong == ["6"]
+
+    # a wrong operation, and a step that starts from another value than the one written before
+    steps = (GOLD[0], "24 + 5 = 29", "30 + 13 = 43. The answer is \\boxed{43}")
+    dense = step_targets(fmt, PROBLEM, steps)
+    decoded = [fmt.tokenizer.decode([dense.ids[p]]).strip() for p in dense.positions]
+    labelled = list(zip(decoded, dense.targets))
+    assert labelled[6:12] == [("2", 1.0), ("4", 1.0), ("+", 0.0), ("5", 1.0), ("2", 1.0), ("9", 1.0)]
+    assert labelled[12:14] == [("3", 0.0), ("0", 0.0)]  # 30 where 29 was written: wrong from the "3"
+    assert all(y == 1.0 for _, y in labelled[:6])  # the first step is right
+
+
+def test_corrupted_gold_of_every_kind_has_operand_and_operation_errors():
+    import numpy as np
+
+    from prmsearch.arith.checker import step_arithmetic
+    from prmsearch.prm.labels import corrupted_gold
+
+    problems = load_split("train", 200)
+    solutions = corrupted_gold(problems, np.random.default_rng(0), step_error_rate=0.3, results_only=False)
+    kinds = {"result": 0, "operation": 0, "operand": 0}
+    for sol, problem in zip(solutions, problems):
+        for step, op in zip(sol.steps, problem.ops):
+            arithmetic = step_arithmetic(step)
+            kinds["result"] += not arithmetic.right
+            kinds["operation"] += arithmetic.symbol != op.symbol
+            kinds["operand"] += arithmetic.symbol == op.symbol and arithmetic.operand != op.operand
+        first, _, labels = checker_labels(problem, sol.steps)
+        assert sol.first_error == first and sol.checker == labels
+    assert all(count >= 50 for count in kinds.values()), kinds

@@ -133,11 +133,19 @@ class StepArithmetic:
         written: ``c`` as written.
         exact: ``a OP b`` computed from the written ``a``, ``OP`` and ``b`` (None: an inexact
             division).
+        left_span, op_span, operand_span: character spans of ``a``, ``OP`` and ``b``.
+        left, symbol, operand: ``a``, ``OP`` (canonical: ``+ - * /``) and ``b`` as written.
     """
 
     result_span: tuple[int, int]
     written: str
     exact: int | None
+    left_span: tuple[int, int] = (0, 0)
+    op_span: tuple[int, int] = (0, 0)
+    operand_span: tuple[int, int] = (0, 0)
+    left: int = 0
+    symbol: str = "+"
+    operand: int = 0
 
     @property
     def right(self) -> bool:
@@ -154,7 +162,9 @@ def step_arithmetic(step: str) -> StepArithmetic | None:
     if match is None:
         return None
     op = Op(_SYMBOLS[match.group("op")], int(match.group("b")))
-    return StepArithmetic(match.span("c"), match.group("c"), apply_op(int(match.group("a")), op))
+    left = int(match.group("a"))
+    return StepArithmetic(match.span("c"), match.group("c"), apply_op(left, op), match.span("a"),
+                          match.span("op"), match.span("b"), left, op.symbol, op.operand)  # fmt: skip
 
 
 def check_solution(problem: ArithProblem, steps: Sequence[str]) -> CheckResult:

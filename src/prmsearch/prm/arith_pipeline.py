@@ -35,7 +35,7 @@ from prmsearch.prm.labels import (
     label_solutions,
 )
 from prmsearch.prm.policy_train import TrainConfig, smoke_config, train_command, train_policy
-from prmsearch.prm.train import PRMTrainConfig, train_prm
+from prmsearch.prm.train import DENSE_MODES, PRMTrainConfig, train_prm
 
 SOURCES = (LabelSource.CHECKER, LabelSource.MC, LabelSource.CONSENSUS)
 
@@ -63,6 +63,11 @@ class PipelineConfig:
             steps=2000, dense_weight=1.0, dense_mode="local", extra_layers=2
         )
     )
+    steps_train: PRMTrainConfig = dataclasses.field(
+        default_factory=lambda: PRMTrainConfig(
+            steps=2000, dense_weight=1.0, dense_mode="steps", extra_layers=2
+        )
+    )
     seed: int = 0
     variants: tuple[str, ...] | None = None
     base: TrainConfig = dataclasses.field(default_factory=lambda: TrainConfig(steps=1400, seed=0))
@@ -83,6 +88,9 @@ class PipelineConfig:
             train=PRMTrainConfig(steps=3, batch_size=4, lm_batch=2, extra_layers=1),
             shipped_train=PRMTrainConfig(
                 steps=3, batch_size=4, lm_batch=2, dense_weight=1.0, dense_mode="local", extra_layers=1
+            ),
+            steps_train=PRMTrainConfig(
+                steps=3, batch_size=4, lm_batch=2, dense_weight=1.0, dense_mode="steps", extra_layers=1
             ),
         )
 
@@ -169,8 +177,16 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
     synthetic = corrupted_gold(
         synthetic_problems, np.random.default_rng(cfg.seed), step_error_rate=cfg.synthetic_error_rate
     )
+    # the same problems with every kind of error (wrong result, operand or operation) for the
+    # variant whose local targets cover each step's value, operation and operand too
+    synthetic_all_kinds = corrupted_gold(
+        synthetic_problems, np.random.default_rng(cfg.seed + 1), step_error_rate=cfg.synthetic_error_rate,
+        results_only=False,
+    )
     by_id = {p.id: p for p in [*train_problems, *synthetic_problems]}
     variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
+    variants += [("checker+synthetic-steps", [*solutions, *synthetic_all_kinds], LabelSource.CHECKER,
+                  cfg.steps_train)]
     variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
     if cfg.variants is not None:
         unknown = set(cfg.variants) - {name for name, *_ in variants}
@@ -344,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dense-weight", type=float, default=None, help="weight of the shipped variant's per-token loss"
     )
-    parser.add_argument("--dense-mode", choices=("prefix", "local"), default=None)
+    parser.add_argument("--dense-mode", choices=DENSE_MODES, default=None,
+                        help="per-token targets of the checker+synthetic variant")
     parser.add_argument(
         "--synthetic-error-rate",
         type=float,
@@ -357,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run (CI)")
     parser.add_argument("--train-problems", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="training steps per label source")
-    parser.add_argument("--shipped-steps", type=int, default=None, help="steps of the checker+synthetic PRM")
+    parser.add_argument("--shipped-steps", type=int, default=None, help="steps of the checker+synthetic PRMs")
     parser.add_argument("--extra-layers", type=int, default=None, help="layers stacked on the policy body")
     parser.add_argument(
         "--test-problems", type=int, default=None, help="test problems for the search figures"
@@ -377,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg,
             train=dataclasses.replace(cfg.train, extra_layers=args.extra_layers),
             shipped_train=dataclasses.replace(cfg.shipped_train, extra_layers=args.extra_layers),
+            steps_train=dataclasses.replace(cfg.steps_train, extra_layers=args.extra_layers),
         )
     if args.test_problems:
         cfg = dataclasses.replace(cfg, test_problems=args.test_problems)
@@ -395,7 +413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.shipped_steps:
         cfg = dataclasses.replace(
-            cfg, shipped_train=dataclasses.replace(cfg.shipped_train, steps=args.shipped_steps)
+            cfg,
+            shipped_train=dataclasses.replace(cfg.shipped_train, steps=args.shipped_steps),
+            steps_train=dataclasses.replace(cfg.steps_train, steps=args.shipped_steps),
         )
     threads = {"threads": args.threads} if args.threads else {}
     cfg = dataclasses.replace(
@@ -403,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         train=dataclasses.replace(cfg.train, seed=args.seed, **threads),
         shipped_train=dataclasses.replace(cfg.shipped_train, seed=args.seed, **threads),
+        steps_train=dataclasses.replace(cfg.steps_train, seed=args.seed, **threads),
     )
     policy_dir = Path(args.policy) if args.policy else default_policy_path()
     report = run(policy_dir, Path(args.out), cfg, base_dir=Path(args.base) if args.base else None)

@@ -20,6 +20,11 @@ the exact result are 0). Once a solution has gone wrong, its later steps usually
 from the wrong value, so local labels hold one "compare the written result with the computed
 one" example per step instead of one per solution: the comparison a PRM has to learn, without
 the need to carry an earlier error along. The step labels at the separators carry that part.
+
+A third kind (`step_targets`) extends the local labels to the rest of each step: the value it
+starts from (the previous step's written result, or the start number), the operation and the
+operand (the problem's operation of that step) are labelled too, so errors of the wrong
+operation or operand, which a result-only label never marks, get the same local supervision.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from prmsearch.arith.checker import step_arithmetic
 from prmsearch.arith.problems import ArithProblem
 
-__all__ = ["DenseTargets", "dense_targets", "first_wrong_offset", "local_targets"]
+__all__ = ["DenseTargets", "dense_targets", "first_wrong_offset", "local_targets", "step_targets"]
 
 
 @dataclass(frozen=True)
@@ -98,10 +103,7 @@ def local_targets(fmt, question: str, steps: Sequence[str]) -> DenseTargets:
             wrong = last
             if not arithmetic.right:
                 exact = "" if arithmetic.exact is None else str(arithmetic.exact)
-                wrong = first + next(
-                    (i for i, (a, b) in enumerate(zip(arithmetic.written, exact)) if a != b),
-                    min(len(arithmetic.written), len(exact)),
-                )
+                wrong = first + _first_difference(arithmetic.written, exact)
                 wrong = min(wrong, last - 1)  # a result too long is wrong at its last digit
             bad.append((start + first, start + last, start + wrong))
         start += len(step) + len(fmt.separator_text)
@@ -129,4 +131,51 @@ def dense_targets(fmt, question: str, steps: Sequence[str], bad_offset: int | No
     missing = set(encoded.positions) - set(positions)
     if missing:
         raise ValueError(f"separator positions {sorted(missing)} got no dense target")
+    return DenseTargets(list(encoded.ids), positions, targets)
+
+
+def _mark(spans, positions: list[int], targets: list[float], lo: int, hi: int, wrong: int | None) -> None:
+    """Label the tokens that overlap ``[lo, hi)`` (an operator's token may hold the space before
+    it): 1 before character ``wrong``, 0 from it on (all 1 when ``wrong`` is None)."""
+    for index, (first, last) in enumerate(spans):
+        if first < hi and last > lo and last > first:
+            positions.append(index)
+            targets.append(0.0 if wrong is not None and last > wrong else 1.0)
+
+
+def _first_difference(written: str, expected: str) -> int:
+    """Offset of the first character where ``written`` differs from ``expected``."""
+    differing = (i for i, (a, b) in enumerate(zip(written, expected)) if a != b)
+    return next(differing, min(len(written), len(expected)))
+
+
+def step_targets(fmt, problem: ArithProblem, steps: Sequence[str]) -> DenseTargets:
+    """Local targets on every part of each ``"a OP b = c"`` step: ``a`` against the value the step
+    should start from (the previous step's written result), ``OP`` and ``b`` against the problem's
+    operation at that step, ``c`` against the exact result of the step's own ``a OP b``. Steps
+    past the problem's last operation, or not of that form, get no targets."""
+    encoded, spans, _ = _content_tokens(fmt, problem.question, steps)
+    positions: list[int] = []
+    targets: list[float] = []
+    start, value = 0, problem.start
+    for index, step in enumerate(steps):
+        arithmetic = step_arithmetic(step)
+        if arithmetic is None or index >= len(problem.ops):
+            break  # no later step has a defined expectation
+        op = problem.ops[index]
+        exact = "" if arithmetic.exact is None else str(arithmetic.exact)
+        parts = [
+            (arithmetic.left_span, str(value) if arithmetic.left != value else None),
+            (arithmetic.op_span, op.symbol if arithmetic.symbol != op.symbol else None),
+            (arithmetic.operand_span, str(op.operand) if arithmetic.operand != op.operand else None),
+            (arithmetic.result_span, None if arithmetic.right else exact),
+        ]
+        for (lo, hi), expected in parts:
+            written = step[lo:hi]
+            wrong = None
+            if expected is not None:  # the part is wrong: from its first differing character
+                wrong = start + lo + min(_first_difference(written, expected), hi - lo - 1)
+            _mark(spans, positions, targets, start + lo, start + hi, wrong)
+        value = int(arithmetic.written)
+        start += len(step) + len(fmt.separator_text)
     return DenseTargets(list(encoded.ids), positions, targets)

@@ -139,14 +139,16 @@ def corrupted_gold(
     rng: np.random.Generator,
     clean_fraction: float = 0.3,
     step_error_rate: float | None = None,
+    results_only: bool = True,
 ) -> list[LabelledSolution]:
     """Gold solutions, most with one realistic error, labelled by the checker.
 
     The error is a wrong result (off by 1-10), a wrong operand or a wrong operation at a random
     step; later steps carry on correctly from the wrong value, as a policy would, so only the
     first error separates them from a right solution. With ``step_error_rate``, every step
-    instead gets a wrong result with that probability, independently (several errors per
-    solution: more examples of a wrong result for the local targets of `prm_dense`).
+    instead gets an error with that probability, independently (several errors per solution:
+    more examples for the local targets of `prm_dense`): a wrong result only, or with
+    ``results_only=False`` any of the three kinds.
     ``mc_soft`` is left empty: these solutions were not sampled from the policy, so they have
     no Monte Carlo labels.
     """
@@ -155,7 +157,7 @@ def corrupted_gold(
         steps = list(problem.gold_steps)
         if step_error_rate is not None:
             wrong = {i for i in range(len(problem.ops)) if rng.random() < step_error_rate}
-            steps = _corrupt(problem, wrong, rng, results_only=True)
+            steps = _corrupt(problem, wrong, rng, results_only=results_only)
         elif rng.random() >= clean_fraction:
             steps = _corrupt(problem, {int(rng.integers(len(problem.ops)))}, rng)
         first, correct, labels = checker_labels(problem, steps)
@@ -177,12 +179,13 @@ def _corrupt(
         result = apply_op(value, op)
         if i in indices:
             kind = 0 if results_only else rng.integers(3)
-            if kind == 1 and op.symbol in "+-":
-                shown = Op(op.symbol, max(1, op.operand + int(rng.choice([-2, -1, 1, 2]))))
-                result = apply_op(value, shown)
-            elif kind == 2 and op.symbol in "+-":
-                shown = Op("-" if op.symbol == "+" else "+", op.operand)
-                result = apply_op(value, shown)
+            wrong_op = None
+            if kind == 1:  # a wrong operand (the result right for it)
+                wrong_op = Op(op.symbol, max(1, op.operand + int(rng.choice([-2, -1, 1, 2]))))
+            elif kind == 2:  # a wrong operation (the result right for it)
+                wrong_op = Op(str(rng.choice([s for s in "+-*" if s != op.symbol])), op.operand)
+            if wrong_op is not None and wrong_op != op and apply_op(value, wrong_op) is not None:
+                shown, result = wrong_op, apply_op(value, wrong_op)
             else:
                 result = (result or value) + int(rng.choice([-1, 1])) * int(rng.integers(1, 11))
         if result is None:

@@ -27,10 +27,13 @@ import torch.nn.functional as F
 
 from prmsearch.arith.problems import ArithProblem
 from prmsearch.arith.tokenizer import PLAIN_CHAT_TEMPLATE
-from prmsearch.prm.dense_targets import dense_targets, first_wrong_offset, local_targets
+from prmsearch.prm.dense_targets import dense_targets, first_wrong_offset, local_targets, step_targets
 from prmsearch.prm.labels import LabelledSolution, LabelSource
 from prmsearch.scorers.formats import QwenPRMFormat
 from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
+
+#: The per-token target kinds of `PRMTrainConfig.dense_mode` (see `prm.dense_targets`).
+DENSE_MODES = ("prefix", "local", "steps")
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ class PRMTrainConfig:
         dense_weight: weight of the per-token loss (see `prm_dense`). 0 trains on the
             separator labels alone.
         dense_mode: ``prefix`` (every solution token labelled with whether the solution is
-            still right up to it) or ``local`` (each result's digits labelled with whether the
-            step computes right from its own operands).
+            still right up to it), ``local`` (each result's digits labelled with whether the
+            step computes right from its own operands) or ``steps`` (``local`` plus each step's
+            starting value, operation and operand against the problem's).
     """
 
     steps: int = 600
@@ -81,8 +85,8 @@ class PRMTrainConfig:
             raise ValueError(f"extra_layers must be an int >= 0, got {self.extra_layers!r}")
         if self.dense_weight < 0:
             raise ValueError(f"dense_weight must be >= 0, got {self.dense_weight}")
-        if self.dense_mode not in ("prefix", "local"):
-            raise ValueError(f"dense_mode must be 'prefix' or 'local', got {self.dense_mode!r}")
+        if self.dense_mode not in DENSE_MODES:
+            raise ValueError(f"dense_mode must be one of {DENSE_MODES}, got {self.dense_mode!r}")
 
 
 @dataclass(frozen=True)
@@ -121,8 +125,11 @@ def encode_examples(
             problem = problems.get(sol.problem_id)
             if problem is None:
                 raise ValueError(f"no problem with id {sol.problem_id!r} for the dense targets")
-            offset = first_wrong_offset(problem, sol.steps, sol.first_error, fmt.separator_text)
-            targets = dense_targets(fmt, sol.question, sol.steps, offset)
+            if dense_mode == "steps":
+                targets = step_targets(fmt, problem, sol.steps)
+            else:
+                offset = first_wrong_offset(problem, sol.steps, sol.first_error, fmt.separator_text)
+                targets = dense_targets(fmt, sol.question, sol.steps, offset)
             dense = (tuple(targets.positions), tuple(targets.targets))
         examples.append(_Example(encoded.ids, [p for p, _ in keep], [y for _, y in keep], *dense))
     return examples
