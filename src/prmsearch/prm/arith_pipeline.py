@@ -55,6 +55,10 @@ class PipelineConfig:
     temperature: float = 0.8
     synthetic_problems: int = 20000
     synthetic_error_rate: float | None = 0.3
+    #: the checker+synthetic-steps variant's synthetic errors: per-step rate and the weights of a
+    #: wrong result, operand and operation (results stay as frequent as in the shipped variant)
+    steps_error_rate: float = 0.4
+    steps_kind_weights: tuple[float, float, float] = (0.75, 0.125, 0.125)
     train: PRMTrainConfig = dataclasses.field(
         default_factory=lambda: PRMTrainConfig(steps=400, extra_layers=2)
     )
@@ -180,8 +184,8 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
     # the same problems with every kind of error (wrong result, operand or operation) for the
     # variant whose local targets cover each step's value, operation and operand too
     synthetic_all_kinds = corrupted_gold(
-        synthetic_problems, np.random.default_rng(cfg.seed + 1), step_error_rate=cfg.synthetic_error_rate,
-        results_only=False,
+        synthetic_problems, np.random.default_rng(cfg.seed + 1), step_error_rate=cfg.steps_error_rate,
+        results_only=False, kind_weights=cfg.steps_kind_weights,
     )
     by_id = {p.id: p for p in [*train_problems, *synthetic_problems]}
     variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]

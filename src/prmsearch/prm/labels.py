@@ -140,6 +140,7 @@ def corrupted_gold(
     clean_fraction: float = 0.3,
     step_error_rate: float | None = None,
     results_only: bool = True,
+    kind_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3),
 ) -> list[LabelledSolution]:
     """Gold solutions, most with one realistic error, labelled by the checker.
 
@@ -148,7 +149,8 @@ def corrupted_gold(
     first error separates them from a right solution. With ``step_error_rate``, every step
     instead gets an error with that probability, independently (several errors per solution:
     more examples for the local targets of `prm_dense`): a wrong result only, or with
-    ``results_only=False`` any of the three kinds.
+    ``results_only=False`` one of the three kinds drawn with ``kind_weights`` (result, operand,
+    operation).
     ``mc_soft`` is left empty: these solutions were not sampled from the policy, so they have
     no Monte Carlo labels.
     """
@@ -157,7 +159,7 @@ def corrupted_gold(
         steps = list(problem.gold_steps)
         if step_error_rate is not None:
             wrong = {i for i in range(len(problem.ops)) if rng.random() < step_error_rate}
-            steps = _corrupt(problem, wrong, rng, results_only=results_only)
+            steps = _corrupt(problem, wrong, rng, results_only=results_only, kind_weights=kind_weights)
         elif rng.random() >= clean_fraction:
             steps = _corrupt(problem, {int(rng.integers(len(problem.ops)))}, rng)
         first, correct, labels = checker_labels(problem, steps)
@@ -166,7 +168,11 @@ def corrupted_gold(
 
 
 def _corrupt(
-    problem: ArithProblem, indices: set[int], rng: np.random.Generator, results_only: bool = False
+    problem: ArithProblem,
+    indices: set[int],
+    rng: np.random.Generator,
+    results_only: bool = False,
+    kind_weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3),
 ) -> list[str]:
     """The gold steps with an error at each step of ``indices``, propagated through the later
     steps (``results_only``: every error is a wrong result)."""
@@ -178,7 +184,7 @@ def _corrupt(
         shown = op
         result = apply_op(value, op)
         if i in indices:
-            kind = 0 if results_only else rng.integers(3)
+            kind = 0 if results_only else _kind(rng, kind_weights)
             wrong_op = None
             if kind == 1:  # a wrong operand (the result right for it)
                 wrong_op = Op(op.symbol, max(1, op.operand + int(rng.choice([-2, -1, 1, 2]))))
@@ -193,3 +199,12 @@ def _corrupt(
         steps.append(format_step(value, shown, result, i == last))
         value = result
     return steps
+
+
+def _kind(rng: np.random.Generator, weights: tuple[float, float, float]) -> int:
+    """0 (wrong result), 1 (wrong operand) or 2 (wrong operation), drawn with ``weights``; equal
+    weights draw exactly as ``rng.integers(3)`` did, so earlier runs stay reproducible."""
+    if np.allclose(weights, 1 / 3):
+        return int(rng.integers(3))
+    total = float(sum(weights))
+    return int(rng.choice(3, p=[w / total for w in weights]))
