@@ -155,3 +155,23 @@ def test_corrupted_gold_of_every_kind_has_operand_and_operation_errors():
         first, _, labels = checker_labels(problem, sol.steps)
         assert sol.first_error == first and sol.checker == labels
     assert all(count >= 50 for count in kinds.values()), kinds
+
+
+def test_training_examples_carry_step_targets(fmt):
+    """``dense_mode="steps"``: the training examples hold the step targets of every solution."""
+    import numpy as np
+
+    from prmsearch.prm.dense_targets import step_targets
+    from prmsearch.prm.labels import corrupted_gold
+    from prmsearch.prm.train import PRMTrainConfig, encode_examples
+
+    problems = load_split("train", 5)
+    solutions = corrupted_gold(problems, np.random.default_rng(1), step_error_rate=0.5, results_only=False)
+    examples = encode_examples(fmt, solutions, "checker", {p.id: p for p in problems}, dense_mode="steps")
+    for example, sol, problem in zip(examples, solutions, problems):
+        expected = step_targets(fmt, problem, sol.steps)
+        assert list(example.dense_positions) == expected.positions
+        assert list(example.dense_targets) == expected.targets
+    assert any(0.0 in e.dense_targets for e in examples)
+    with pytest.raises(ValueError, match="dense_mode must be one of"):
+        PRMTrainConfig(dense_mode="everywhere")
