@@ -69,9 +69,9 @@ def checker_candidates(rows: list[dict[str, Any]]):
     """Every solution labelled by the exact checker: the reference for the step-level figures."""
     from prmsearch.arith.checker import check_solution
     from prmsearch.benchmarks.prm_bias import LabelledCandidate
-    from prmsearch.prm.label_quality import _problems
+    from prmsearch.prm.label_quality import problems_by_id
 
-    problems = _problems({row["problem_id"] for row in rows})
+    problems = problems_by_id({row["problem_id"] for row in rows})
     out = []
     for row in rows:
         check = check_solution(problems[row["problem_id"]], tuple(row["completions"]))

@@ -76,8 +76,7 @@ def check_bench_flags(args: argparse.Namespace) -> None:
         )
     if args.resume and not args.out:
         raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
-    if args.ray_workers is not None and not (args.ray or args.ray_address):
-        raise FlagError("--ray-workers", args.ray_workers, "needs --ray or --ray-address")
+    check_ray_flags(args)
     if args.policy_backend is not None and not args.policy:
         raise FlagError(
             "--policy-backend", args.policy_backend, "needs --policy MODEL (a model folder or Hub id)"
@@ -270,6 +269,21 @@ def in_workers(args: argparse.Namespace, build):
     return functools.partial(build_with_plugins, plugin_names(getattr(args, "plugin", ()) or ()), build)
 
 
+def add_ray_arguments(parser: argparse.ArgumentParser, backends: str) -> None:
+    """``--ray``, ``--ray-address`` and ``--ray-workers`` of a command that shards its problems
+    (``bench``, ``label``); ``backends`` says what each actor loads."""
+    parser.add_argument("--ray", action="store_true", help="shard the problems over a local Ray cluster")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
+    parser.add_argument("--ray-workers", type=int_at_least(1), default=None, metavar="K",
+                        help=f"Ray actors, each with its own {backends} (default: one per GPU, else 2)")
+
+
+def check_ray_flags(args: argparse.Namespace) -> None:
+    """``--ray-workers`` without a cluster to run on is refused before anything loads."""
+    if args.ray_workers is not None and not (args.ray or args.ray_address):
+        raise FlagError("--ray-workers", args.ray_workers, "needs --ray or --ray-address")
+
+
 def ray_runner(args: argparse.Namespace, ray_backends):
     """The Ray runner of ``--ray``/``--ray-address`` (None: run in this process)."""
     if not (args.ray or args.ray_address):
@@ -410,15 +424,7 @@ def _add_bench(sub) -> None:
         "measured); --no-share-bon-samples runs every cell (default: on; a recipe's own setting "
         "otherwise)",
     )
-    bench.add_argument("--ray", action="store_true", help="shard problems over a local Ray cluster")
-    bench.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
-    bench.add_argument(
-        "--ray-workers",
-        type=int_at_least(1),
-        default=None,
-        metavar="K",
-        help="Ray actors, each with its own backends (default: one per GPU, else 2)",
-    )
+    add_ray_arguments(bench, "backends")
     bench.add_argument(
         "--option",
         "-o",

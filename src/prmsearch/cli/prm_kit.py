@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from prmsearch.cli.backends import load_policy
-from prmsearch.cli.bench import dataset_from_flags, in_workers, load_problems, ray_runner
+from prmsearch.cli.bench import (
+    add_ray_arguments,
+    check_ray_flags,
+    dataset_from_flags,
+    in_workers,
+    load_problems,
+    ray_runner,
+)
 from prmsearch.cli.errors import FlagError, _unescape, config_from_flags, flag_context, int_at_least
 
 
@@ -29,8 +36,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     if args.retry_errors and not args.resume:
         raise FlagError("--retry-errors", None, "needs --resume --out FOLDER (it labels that run's errored "
                         "problems again)")
-    if args.ray_workers is not None and not (args.ray or args.ray_address):
-        raise FlagError("--ray-workers", args.ray_workers, "needs --ray or --ray-address")
+    check_ray_flags(args)
     values = {
         "method": args.method, "samples": args.samples, "rollouts": args.rollouts,
         "mc_threshold": args.mc_threshold, "judge_samples": args.judge_samples,
@@ -151,10 +157,7 @@ def _add_label(sub) -> None:
     label.add_argument("--retry-errors", action="store_true", help="with --resume: also label again the "
                        "problems that have a row in error (a judge or server failure); their new rows "
                        "replace the old ones")
-    label.add_argument("--ray", action="store_true", help="shard the problems over a local Ray cluster")
-    label.add_argument("--ray-address", default=None, metavar="ADDR", help="shard over this Ray cluster")
-    label.add_argument("--ray-workers", type=int_at_least(1), default=None, metavar="K",
-                       help="Ray actors, each with its own policy and judge (default: one per GPU, else 2)")
+    add_ray_arguments(label, "policy and judge")
     label.add_argument("--json", action="store_true", help="print summary.json")
     label.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     label.set_defaults(func=cmd_label)

@@ -180,20 +180,28 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
 
     stream = load_split("train", cfg.train_problems + cfg.synthetic_problems)
     synthetic_problems = stream[cfg.train_problems :]
-    synthetic = corrupted_gold(
-        synthetic_problems, np.random.default_rng(cfg.seed), step_error_rate=cfg.synthetic_error_rate
-    )
-    # the same problems with every kind of error (wrong result, operand or operation) for the
-    # variant whose local targets cover each step's value, operation and operand too
-    synthetic_all_kinds = corrupted_gold(
-        synthetic_problems, np.random.default_rng(cfg.seed + 1), step_error_rate=cfg.steps_error_rate,
-        results_only=False, kind_weights=cfg.steps_kind_weights,
-    )
+
+    def synthetic() -> list[LabelledSolution]:
+        return corrupted_gold(
+            synthetic_problems, np.random.default_rng(cfg.seed), step_error_rate=cfg.synthetic_error_rate
+        )
+
+    def synthetic_all_kinds() -> list[LabelledSolution]:
+        """The same problems with every kind of error (wrong result, operand or operation), for the
+        variant whose local targets cover each step's value, operation and operand too."""
+        return corrupted_gold(
+            synthetic_problems, np.random.default_rng(cfg.seed + 1), step_error_rate=cfg.steps_error_rate,
+            results_only=False, kind_weights=cfg.steps_kind_weights,
+        )
+
     by_id = {p.id: p for p in [*train_problems, *synthetic_problems]}
-    variants = [("checker+synthetic", [*solutions, *synthetic], LabelSource.CHECKER, cfg.shipped_train)]
-    variants += [("checker+synthetic-steps", [*solutions, *synthetic_all_kinds], LabelSource.CHECKER,
-                  cfg.steps_train)]
-    variants += [(source.value, solutions, source, cfg.train) for source in SOURCES]
+    # (name, training data (built only when the variant trains), label source, training config)
+    variants = [
+        ("checker+synthetic", lambda: [*solutions, *synthetic()], LabelSource.CHECKER, cfg.shipped_train),
+        ("checker+synthetic-steps", lambda: [*solutions, *synthetic_all_kinds()], LabelSource.CHECKER,
+         cfg.steps_train),
+    ]  # fmt: skip
+    variants += [(source.value, lambda: solutions, source, cfg.train) for source in SOURCES]
     if cfg.variants is not None:
         unknown = set(cfg.variants) - {name for name, *_ in variants}
         if unknown:
@@ -216,17 +224,17 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
         path.write_text(json.dumps(result) + "\n")
         return result
 
-    for name, data, source, train_cfg in variants:
+    for name, make_data, source, train_cfg in variants:
         folder = out / f"prm-{name}"
 
-        def train_and_evaluate(folder=folder, data=data, source=source, train_cfg=train_cfg) -> dict:
+        def train_and_evaluate(folder=folder, make_data=make_data, source=source, train_cfg=train_cfg
+                               ) -> dict:  # fmt: skip
             t0 = time.perf_counter()
             if _trained_with(folder) == (dataclasses.asdict(train_cfg), source.value, str(base_dir)):
                 log(f"[{folder.name}] reusing the model already trained with this configuration in {folder}")
             else:
-                train_prm(
-                    base_dir, data, source, train_problems, train_cfg, out=folder, log=log, problems=by_id
-                )
+                train_prm(base_dir, make_data(), source, train_problems, train_cfg, out=folder, log=log,
+                          problems=by_id)  # fmt: skip
                 _record_base(folder, base_dir)
             figures = evaluate(HFPRMScorer(folder, "qwen-prm", device="cpu"))
             return {**figures, "train_s": time.perf_counter() - t0}

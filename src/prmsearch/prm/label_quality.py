@@ -62,7 +62,7 @@ class Agreement:
         }
 
 
-def _problems(ids: Iterable[str]) -> dict[str, ArithProblem]:
+def problems_by_id(ids: Iterable[str]) -> dict[str, ArithProblem]:
     """The arithmetic problems behind ``ids`` (``train-00012``, ``validation-00003``...)."""
     needed: dict[str, int] = {}
     for pid in ids:
@@ -81,7 +81,7 @@ def _problems(ids: Iterable[str]) -> dict[str, ArithProblem]:
 def label_quality(rows: Sequence[dict[str, Any]], thresholds: Sequence[float] = (0.0, 0.25, 0.5)
                   ) -> dict[str, dict[str, Any]]:
     """Agreement with the checker of every source the rows carry."""
-    problems = _problems({row["problem_id"] for row in rows if row.get("completions")})
+    problems = problems_by_id({row["problem_id"] for row in rows if row.get("completions")})
     sources: dict[str, Agreement] = {}
     for row in rows:
         steps = row.get("completions") or []
