@@ -91,3 +91,17 @@ def test_train_command_reproduces_config():
     assert train_command(smoke_config(), "d").endswith("--out d --smoke")
     with pytest.raises(ValueError, match="CLI cannot set"):
         train_command(TrainConfig(warmup=3), "d")
+
+
+def test_shipped_policy_reads_phrasings_it_never_trained_on():
+    from prmsearch.arith.phrasing import phrased_split
+    from prmsearch.prm.policy_eval import generate_solutions, load_policy
+
+    meta = json.loads((default_policy_path() / "prmsearch.json").read_text())
+    assert meta["train_config"]["phrased"] > 0
+    model, tok = load_policy(default_policy_path())
+    problems = phrased_split("test", "heldout", 16)
+    sols = generate_solutions(model, tok, problems, n=1, batch_size=16)
+    checks = [check_solution(p, s[0]) for p, s in zip(problems, sols, strict=True)]
+    assert sum(c.answer_correct for c in checks) >= 3
+    assert all(c.answer is not None for c in checks[:8])

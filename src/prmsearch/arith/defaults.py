@@ -6,19 +6,22 @@ They run anywhere in seconds on a CPU. They know only the arithmetic domain of
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from prmsearch.arith.models import check_shipped_folder, default_policy_path
+from prmsearch.arith.phrasing import parse_phrased
+from prmsearch.arith.problems import ProblemConfig
+from prmsearch.scorers.base import ScoreRequest, StepScores
 
 PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --out runs/prm-final --ship"
 _PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
-#: The trained domain: a start value and 3 to 8 operations (``ProblemConfig``'s defaults); the
-#: policy never saw shorter or longer chains and answers them confidently wrong.
-_DOMAIN = re.compile(
-    r"^Start with \d+\.(?: (?:Add|Subtract|Multiply by|Divide by) \d+\.){3,8} What is the result\?$"
-)
+#: The trained domain: a start value and 3 to 8 operations (``ProblemConfig``'s defaults), in any
+#: phrasing `prmsearch.arith.phrasing` knows; the policy never saw shorter or longer chains and
+#: answers them confidently wrong.
+_MIN_OPS, _MAX_OPS = ProblemConfig.min_ops, ProblemConfig.max_ops
 
 
 def default_prm_path() -> Path:
@@ -38,20 +41,56 @@ def arith_policy(**kwargs: Any):
 
 
 def arith_prm(**kwargs: Any):
-    """The shipped PRM through the ``qwen-prm`` transformers scorer."""
+    """The shipped PRM through the ``qwen-prm`` transformers scorer, reading every question in the
+    canonical phrasing it was trained on (see `CanonicalQuestions`)."""
     from prmsearch.scorers.hf import HFPRMScorer
 
     kwargs.setdefault("device", "cpu")
-    return HFPRMScorer(default_prm_path(), "qwen-prm", **kwargs)
+    return CanonicalQuestions(HFPRMScorer(default_prm_path(), "qwen-prm", **kwargs))
+
+
+class CanonicalQuestions:
+    """A scorer behind a question normaliser: a question in any phrasing `parse_phrased` reads
+    reaches the scorer in the canonical form ("Start with 12. Multiply by 2. ..."); others pass
+    unchanged. The shipped PRM was trained on canonical questions only (with the v1 tokenizer, which
+    lacks letters such as "k" and "g"), so without this it would judge "12 * 2 = 24" against
+    "Then double it." as a question it cannot read. Every other attribute is the wrapped scorer's.
+    """
+
+    def __init__(self, scorer: Any) -> None:
+        self.scorer = scorer
+        self._canonical: dict[str, str] = {}
+
+    @property
+    def num_parameters(self) -> int:
+        return self.scorer.num_parameters
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "scorer":  # not set yet (e.g. while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.scorer, name)
+
+    def canonical(self, question: str) -> str:
+        """The canonical form of ``question`` (itself when it is not a known phrasing)."""
+        known = self._canonical.get(question)
+        if known is None:
+            parsed = parse_phrased(question)
+            known = parsed.canonical if parsed is not None else question
+            self._canonical[question] = known
+        return known
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
+        return self.scorer.score([replace(r, question=self.canonical(r.question)) for r in requests])
 
 
 def domain_note(question: str) -> str | None:
     """A note for questions outside the embedded models' domain (None when inside it)."""
-    if _DOMAIN.match(question.strip()):
+    parsed = parse_phrased(question)
+    if parsed is not None and _MIN_OPS <= len(parsed.ops) <= _MAX_OPS:
         return None
     return (
         "the embedded default models know only arithmetic chains of 3 to 8 operations such as 'Start "
-        "with 12. Add 5. Multiply by 3. Subtract 4. What is the result?'; this question is outside that "
-        "domain, so the answer "
-        "is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real models."
+        "with 12. Add 5. Multiply by 3. Subtract 4. What is the result?' (or 'Begin with 12. Then "
+        "double it. Take away 5. What do you get?'); this question is outside that domain, so the "
+        "answer is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real models."
     )

@@ -6,34 +6,28 @@ with it shows how much of the gap to pass@N a PRM could close at best.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
 from prmsearch.arith.checker import check_solution
-from prmsearch.arith.problems import OPS, ArithProblem, Op, apply_op, format_question
+from prmsearch.arith.phrasing import parse_phrased
+from prmsearch.arith.problems import ArithProblem, apply_op
 from prmsearch.scorers.base import ScoreRequest, StepScores
-
-_WORDS = {phrase: symbol for symbol, phrase in OPS.items()}
-_OP = re.compile(r"(Add|Subtract|Multiply by|Divide by) (\d+)\.")
-_START = re.compile(r"^Start with (\d+)\.")
 
 
 def parse_question(question: str) -> ArithProblem | None:
-    """Rebuild the problem from its question text (None when it is not one of ours)."""
-    start = _START.match(question.strip())
-    if start is None:
+    """Rebuild the problem from its question text, in any known phrasing (None when it is not
+    one of ours or a division is inexact)."""
+    parsed = parse_phrased(question)
+    if parsed is None or not parsed.ops:
         return None
-    ops = tuple(Op(_WORDS[word], int(n)) for word, n in _OP.findall(question))
-    if not ops or format_question(int(start.group(1)), ops) != question.strip():
-        return None
-    value: int | None = int(start.group(1))
-    for op in ops:
+    value: int | None = parsed.start
+    for op in parsed.ops:
         value = apply_op(value, op) if value is not None else None
     if value is None:
         return None
-    return ArithProblem("parsed", question.strip(), value, ops, (), int(start.group(1)))
+    return ArithProblem("parsed", question.strip(), value, parsed.ops, (), parsed.start)
 
 
 class CheckerScorer:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from prmsearch.arith.phrasing import BANKS, TRAIN_BANK, phrased_problem
 from prmsearch.arith.problems import load_split, solution_text
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "DELIMITER",
     "EOS_TOKEN",
     "PAD_TOKEN",
+    "PHRASED_VOCAB_SIZE",
     "PLAIN_CHAT_TEMPLATE",
     "QWEN2_SPLIT_REGEX",
     "SPECIAL_TOKENS",
@@ -76,13 +78,21 @@ PLAIN_CHAT_TEMPLATE = (
 
 #: total size of the BPE vocabulary, special tokens included
 DEFAULT_VOCAB_SIZE = 160
+#: the vocabulary of the phrased policy (more words to merge)
+PHRASED_VOCAB_SIZE = 256
+_PRINTABLE_ASCII = "".join(chr(c) for c in range(32, 127))
 _CORPUS_PROBLEMS = 4000
 
 
-def _corpus() -> list[str]:
-    """Plain-format texts (as the policy sees them) plus a few chat-format renderings."""
+def _corpus(phrased: bool = False) -> list[str]:
+    """Plain-format texts (as the policy sees them) plus a few chat-format renderings.
+
+    With ``phrased``, every problem's question also appears in a phrasing of the training bank.
+    """
     problems = load_split("train", _CORPUS_PROBLEMS)
     texts = [p.question + DELIMITER + solution_text(p.gold_steps) for p in problems]
+    if phrased:
+        texts += [phrased_problem(p, TRAIN_BANK).question + DELIMITER for p in problems]
     for p in problems[:200]:  # chat format, without the special tokens (they are added tokens)
         texts.append(f"system\n{SYSTEM_PROMPT}\n")
         texts.append(f"user\n{p.question}\n")
@@ -90,12 +100,16 @@ def _corpus() -> list[str]:
     return texts
 
 
-def train_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE):
-    """Train the BPE vocabulary; returns a `tokenizers.Tokenizer` of exactly ``vocab_size`` ids."""
+def train_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE, phrased: bool = False):
+    """Train the BPE vocabulary; returns a `tokenizers.Tokenizer` of exactly ``vocab_size`` ids.
+
+    ``phrased`` (the policy that reads other phrasings) adds phrased questions to the corpus and
+    every printable ASCII character to the alphabet, so no character a user types is dropped.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-    texts = _corpus()
-    alphabet = sorted({c for t in texts for c in t})
+    texts = _corpus(phrased)
+    alphabet = sorted({c for t in texts for c in t} | (set(_PRINTABLE_ASCII) if phrased else set()))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     # the ByteLevel alphabet of the corpus characters (UTF-8 bytes mapped to printable symbols)
     initial = sorted({s for c in alphabet for s, _ in byte_level.pre_tokenize_str(c)})
@@ -168,6 +182,8 @@ def _check_round_trip(tok, folder: Path, auto_tokenizer) -> None:
         problems = load_split("validation", 20)
         samples = [p.question + DELIMITER + solution_text(p.gold_steps) for p in problems]
         samples += ["12 +5 = 9x?\n\n\n  \\boxed{-3}  ", DELIMITER, "".join(SPECIAL_TOKENS)]
+        if tok.token_to_id("k") is not None:  # a phrased tokenizer: its questions must round-trip too
+            samples += [phrased_problem(p, bank).question for p in problems for bank in BANKS.values()]
         for text in samples:
             want = tok.encode(text, add_special_tokens=False).ids
             got = loaded(text, add_special_tokens=False)["input_ids"]

@@ -487,6 +487,19 @@ def _load_arith(split: str | None, limit: int | None) -> list[Problem]:
     ]
 
 
+def _load_arith_phrased(split: str | None, limit: int | None) -> list[Problem]:
+    """The arithmetic ``test``/``validation`` problems in phrasings the policy never trained on."""
+    from prmsearch.arith.phrasing import phrased_split
+
+    split = split or "test"
+    if split not in ("test", "validation"):
+        raise ValueError(f"dataset 'arith-phrased' has splits 'test' and 'validation', got {split!r}")
+    return [
+        Problem(str(p.id), str(p.question), str(p.answer), {"split": split, "phrasing": "heldout"})
+        for p in phrased_split(split, "heldout")
+    ]
+
+
 for _spec in (
     DatasetSpec(
         "math500", "MATH-500 (Lightman et al.), 500 MATH test problems with level and subject",
@@ -510,5 +523,9 @@ for _spec in (
     ),
     DatasetSpec("jsonl", "any JSONL file: pass path=... and the field names", split=None),
     DatasetSpec("arith", "the built-in step-checkable arithmetic problems", loader=_load_arith),
+    DatasetSpec(
+        "arith-phrased", "the arith problems in held-out phrasings ('Next, double it.')",
+        loader=_load_arith_phrased,
+    ),
 ):  # fmt: skip
     register_dataset(_spec)

@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from prmsearch.arith.checker import check_solution
+from prmsearch.arith.phrasing import BANKS, phrased_problem
 from prmsearch.arith.problems import SPLIT_SIZES, ArithProblem, load_split
 
 __all__ = ["EvalConfig", "EvalReport", "evaluate_policy", "generate_solutions", "load_policy", "main"]
 
 DELIMITER = "\n\n"
+PHRASINGS = ("canonical", *BANKS)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class EvalConfig:
         seed: torch seed for sampling.
         batch_size: sequences per ``generate`` call.
         max_new_tokens: cap on solution length.
+        phrasing: ``canonical`` questions, or those of a phrase bank of `prmsearch.arith.phrasing`
+            (``train``: the phrasings the policy learned from; ``heldout``: ones it never saw).
     """
 
     split: str = "validation"
@@ -48,8 +52,11 @@ class EvalConfig:
     seed: int = 0
     batch_size: int = 64
     max_new_tokens: int = 160
+    phrasing: str = "canonical"
 
     def __post_init__(self) -> None:
+        if self.phrasing not in PHRASINGS:
+            raise ValueError(f"phrasing must be one of {list(PHRASINGS)}, got {self.phrasing!r}")
         if self.split not in SPLIT_SIZES:
             raise ValueError(f"split must be one of {sorted(SPLIT_SIZES)}, got {self.split!r}")
         if self.n_problems is not None and self.n_problems < 1:
@@ -150,6 +157,8 @@ def evaluate_policy(folder: str | Path, cfg: EvalConfig) -> EvalReport:
     started = time.time()
     model, tok = load_policy(folder)
     problems = load_split(cfg.split, cfg.n_problems)
+    if cfg.phrasing != "canonical":
+        problems = [phrased_problem(p, BANKS[cfg.phrasing]) for p in problems]
     greedy = generate_solutions(
         model, tok, problems, n=1, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens
     )
@@ -200,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=EvalConfig.temperature)
     parser.add_argument("--top-p", type=float, default=EvalConfig.top_p)
     parser.add_argument("--seed", type=int, default=EvalConfig.seed)
+    parser.add_argument("--phrasing", choices=PHRASINGS, default=EvalConfig.phrasing)
     args = parser.parse_args(argv)
     cfg = EvalConfig(
         split=args.split,
@@ -208,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         temperature=args.temperature,
         top_p=args.top_p,
         seed=args.seed,
+        phrasing=args.phrasing,
     )
     for folder in args.folders:
         report = evaluate_policy(folder, cfg)

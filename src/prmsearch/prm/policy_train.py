@@ -15,6 +15,7 @@ equals the final model of ``--steps s`` with the same ``--lr-horizon``. Torch ru
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import shlex
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from prmsearch.arith.phrasing import TRAIN_BANK, phrased_problem
 from prmsearch.arith.problems import ArithProblem, load_split, solution_text
 from prmsearch.arith.tokenizer import (
     DEFAULT_VOCAB_SIZE,
@@ -82,6 +84,9 @@ class TrainConfig:
         seed: model initialisation seed.
         save_at: extra steps at which to save a checkpoint into ``<out>/ckpt-<step>``.
         vocab_size: size of the BPE vocabulary, special tokens included.
+        phrased: share of training questions written in a phrasing of the training bank
+            (`prmsearch.arith.phrasing`) instead of the canonical one; above 0 the tokenizer also
+            learns the phrasings' words.
         model: the model shape.
     """
 
@@ -96,6 +101,7 @@ class TrainConfig:
     save_at: tuple[int, ...] = ()
     log_every: int = 25
     vocab_size: int = DEFAULT_VOCAB_SIZE
+    phrased: float = 0.0
     model: ModelConfig = field(default_factory=ModelConfig)
 
     def __post_init__(self) -> None:
@@ -120,6 +126,8 @@ class TrainConfig:
             raise ValueError(f"save_at must lie in [1, steps={self.steps}], got {self.save_at}")
         if self.log_every < 1:
             raise ValueError(f"log_every must be >= 1, got {self.log_every}")
+        if not 0 <= self.phrased <= 1:
+            raise ValueError(f"phrased must be in [0, 1], got {self.phrased}")
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -142,6 +150,20 @@ def encode_example(tok, problem: ArithProblem, eos_id: int) -> tuple[list[int], 
     prompt = tok.encode(problem.question + DELIMITER, add_special_tokens=False).ids
     solution = tok.encode(solution_text(problem.gold_steps), add_special_tokens=False).ids
     return prompt + solution + [eos_id], len(prompt)
+
+
+def training_problems(n: int, phrased: float = 0.0) -> list[ArithProblem]:
+    """The first ``n`` train problems, a ``phrased`` share of them (chosen by a hash of the id, so
+    the choice does not depend on ``n``) rephrased from the training bank."""
+    problems = load_split("train", n)
+    if phrased <= 0:
+        return problems
+    return [phrased_problem(p, TRAIN_BANK) if _unit_hash(p.id) < phrased else p for p in problems]
+
+
+def _unit_hash(key: str) -> float:
+    digest = hashlib.sha256(f"prmsearch.policy_train/phrased/{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") / 2**64
 
 
 def _batch(examples: Sequence[tuple[list[int], int]], pad_id: int):
@@ -218,9 +240,9 @@ def train_policy(
     torch.set_num_threads(1)
     command = command or train_command(cfg, out)
     started = time.time()
-    tok = train_tokenizer(cfg.vocab_size)
+    tok = train_tokenizer(cfg.vocab_size, phrased=cfg.phrased > 0)
     eos_id, pad_id = tok.token_to_id(EOS_TOKEN), tok.token_to_id(PAD_TOKEN)
-    problems = load_split("train", cfg.steps * cfg.batch_size)
+    problems = training_problems(cfg.steps * cfg.batch_size, cfg.phrased)
     examples = [encode_example(tok, p, eos_id) for p in problems]
     if max(len(ids) for ids, _ in examples) > cfg.model.max_positions:
         raise ValueError(f"model.max_positions={cfg.model.max_positions} is shorter than an example")
@@ -288,6 +310,8 @@ _CLI_FLAGS = (
     ("batch_size", "--batch-size"),
     ("lr", "--lr"),
     ("seed", "--seed"),
+    ("phrased", "--phrased"),
+    ("vocab_size", "--vocab-size"),
 )
 
 
@@ -295,7 +319,7 @@ def build_config(smoke: bool = False, save_at: tuple[int, ...] = (), **overrides
     """The config the CLI builds: the default (or smoke) config with the given flags applied.
 
     ``overrides`` are the CLI-settable fields (``steps``, ``lr_horizon``, ``batch_size``, ``lr``,
-    ``seed``); None means "not given". An unset ``lr_horizon`` follows ``steps``.
+    ``seed``, ``phrased``, ``vocab_size``); None means "not given". An unset ``lr_horizon`` follows ``steps``.
     """
     unknown = set(overrides) - {name for name, _ in _CLI_FLAGS}
     if unknown:
@@ -343,6 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     pol.add_argument("--lr", type=float, default=None)
     pol.add_argument("--seed", type=int, default=None)
     pol.add_argument(
+        "--phrased",
+        type=float,
+        default=None,
+        help="share of training questions in other phrasings (0 = canonical only; the shipped policy: 0.5)",
+    )
+    pol.add_argument("--vocab-size", type=int, default=None, help=f"default {DEFAULT_VOCAB_SIZE}")
+    pol.add_argument(
         "--save-at",
         type=str,
         default="",
@@ -364,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         seed=args.seed,
+        phrased=args.phrased,
+        vocab_size=args.vocab_size,
     )
     train_policy(cfg, args.out, command=train_command(cfg, args.out))
     return 0

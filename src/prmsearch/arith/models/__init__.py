@@ -13,7 +13,7 @@ __all__ = ["POLICY_RETRAIN_COMMAND", "ShippedModelError", "default_policy_path"]
 
 POLICY_RETRAIN_COMMAND = (
     "python scripts/train_arith.py policy --out src/prmsearch/arith/models/policy "
-    "--steps 675 --lr-horizon 1000 --seed 0"
+    "--steps 900 --lr-horizon 1000 --seed 0 --phrased 0.5 --vocab-size 256"
 )
 _POLICY_FILES = (
     "config.json",

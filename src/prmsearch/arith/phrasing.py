@@ -1,0 +1,272 @@
+"""Other ways people phrase the arithmetic problems: "Double it.", "Take away 5.", "What do you get?".
+
+The canonical question ("Start with 12. Add 5. Multiply by 3. What is the result?") is one phrasing
+among many. A *sentence form* is a connective ("", "Then ", "Now ", ...), an operation template
+("Increase {it} by {k}", "Double {it}", ...) and a pronoun for ``{it}``. The forms are split once,
+by a hash of their text, into the training bank (the policy learns from these) and the held-out
+bank (new combinations of the same words that the policy never saw, plus starts and closing
+questions of their own), so that a test on the held-out bank measures whether the policy learned
+to read phrasings rather than memorised them.
+
+`parse_phrased` reads every phrasing of both banks, the canonical one, and loose variants a user
+types (any letter case, commas or "and then" between clauses), so the exact checker, the oracle
+and the domain note understand all of them. Rendering is deterministic per problem id and bank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, replace
+from functools import cache
+
+from prmsearch.arith.problems import ArithProblem, Op, format_question, load_split
+
+__all__ = [
+    "BANKS",
+    "HELDOUT_BANK",
+    "TRAIN_BANK",
+    "ParsedQuestion",
+    "PhraseBank",
+    "SentenceForm",
+    "parse_phrased",
+    "phrase_question",
+    "phrased_problem",
+    "phrased_split",
+]
+
+#: words that may open an operation's sentence (the empty one included)
+CONNECTIVES: tuple[str, ...] = ("", "Then ", "Now ", "Next, ", "After that, ")
+#: what ``{it}`` stands for in a template
+PRONOUNS: tuple[str, ...] = ("it", "that", "the result")
+
+
+@dataclass(frozen=True)
+class OpTemplate:
+    """How one operation can be said: ``template`` with ``{k}`` (the operand) and/or ``{it}``.
+
+    ``operand`` is set for templates that name it implicitly ("Double {it}" means ``* 2``).
+    """
+
+    symbol: str
+    template: str
+    operand: int | None = None
+
+    def fits(self, op: Op) -> bool:
+        return op.symbol == self.symbol and (self.operand is None or self.operand == op.operand)
+
+
+OP_TEMPLATES: tuple[OpTemplate, ...] = (
+    OpTemplate("+", "Add {k}"),
+    OpTemplate("+", "Plus {k}"),
+    OpTemplate("+", "Add {k} to {it}"),
+    OpTemplate("+", "Increase {it} by {k}"),
+    OpTemplate("-", "Subtract {k}"),
+    OpTemplate("-", "Minus {k}"),
+    OpTemplate("-", "Take away {k}"),
+    OpTemplate("-", "Subtract {k} from {it}"),
+    OpTemplate("-", "Decrease {it} by {k}"),
+    OpTemplate("*", "Multiply by {k}"),
+    OpTemplate("*", "Times {k}"),
+    OpTemplate("*", "Multiply {it} by {k}"),
+    OpTemplate("*", "Double {it}", 2),
+    OpTemplate("*", "Triple {it}", 3),
+    OpTemplate("/", "Divide by {k}"),
+    OpTemplate("/", "Divide {it} by {k}"),
+    OpTemplate("/", "Halve {it}", 2),
+)
+#: the templates of the canonical question (always in the training bank, without a connective)
+CANONICAL_TEMPLATES = frozenset({"Add {k}", "Subtract {k}", "Multiply by {k}", "Divide by {k}"})
+#: sentences users are known to type (the PRM-kit issue's examples): always in the training bank
+ALWAYS_TRAINED = frozenset({"|Take away {k}|", "|Double {it}|it", "Then |Divide {it} by {k}|that"})
+
+
+@dataclass(frozen=True)
+class SentenceForm:
+    """One way to say an operation: a connective, a template and the pronoun for ``{it}``."""
+
+    connective: str
+    op: OpTemplate
+    pronoun: str
+
+    def render(self, operand: int) -> str:
+        body = self.op.template.format(k=operand, it=self.pronoun)
+        if self.connective:
+            body = body[0].lower() + body[1:]
+        return f"{self.connective}{body}."
+
+    @property
+    def key(self) -> str:
+        return f"{self.connective}|{self.op.template}|{self.pronoun}"
+
+
+@dataclass(frozen=True)
+class PhraseBank:
+    """The starts, operation sentences and closing questions that one bank draws from."""
+
+    name: str
+    starts: tuple[str, ...]
+    sentences: tuple[SentenceForm, ...]
+    ends: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.starts or not self.sentences or not self.ends:
+            raise ValueError(f"bank {self.name!r} needs starts, sentences and ends")
+        for symbol in "+-*/":
+            if not any(s.op.symbol == symbol and s.op.operand is None for s in self.sentences):
+                raise ValueError(f"bank {self.name!r} has no general form for {symbol!r}")
+
+    def forms_for(self, op: Op) -> dict[str, list[SentenceForm]]:
+        """The bank's forms that can say ``op``, grouped by template."""
+        groups: dict[str, list[SentenceForm]] = {}
+        for form in self.sentences:
+            if form.op.fits(op):
+                groups.setdefault(form.op.template, []).append(form)
+        return groups
+
+
+def _all_forms() -> list[SentenceForm]:
+    forms = []
+    for op in OP_TEMPLATES:
+        pronouns = PRONOUNS if "{it}" in op.template else ("",)
+        forms += [SentenceForm(c, op, p) for c in CONNECTIVES for p in pronouns]
+    return forms
+
+
+def _held_out(form: SentenceForm) -> bool:
+    """A fixed quarter of the forms, by hash; canonical and known user sentences always train."""
+    if (form.connective == "" and form.op.template in CANONICAL_TEMPLATES) or form.key in ALWAYS_TRAINED:
+        return False
+    digest = hashlib.sha256(f"prmsearch.arith.phrasing/{form.key}".encode()).digest()
+    return digest[0] % 4 == 0
+
+
+TRAIN_BANK = PhraseBank(
+    name="train",
+    starts=("Start with {n}.", "Begin with {n}.", "You have {n}.", "Take {n}.", "Start with the number {n}."),
+    sentences=tuple(f for f in _all_forms() if not _held_out(f)),
+    ends=("What is the result?", "What do you get?", "What is the answer?", "What is the result now?"),
+)
+HELDOUT_BANK = PhraseBank(
+    name="heldout",
+    starts=("Begin with the number {n}.", "Take the number {n}."),
+    sentences=tuple(f for f in _all_forms() if _held_out(f)),
+    ends=("What do you get now?", "What is the answer now?"),
+)
+BANKS: dict[str, PhraseBank] = {b.name: b for b in (TRAIN_BANK, HELDOUT_BANK)}
+
+
+def phrase_question(start: int, ops: tuple[Op, ...], bank: PhraseBank, rng: random.Random) -> str:
+    """A question for ``start`` and ``ops`` in the bank's phrasings.
+
+    Each operation draws a template uniformly among those that can say it (so ``* 2`` is often
+    "Double it"), then a connective and pronoun among the bank's forms of that template.
+    """
+    parts = [rng.choice(bank.starts).format(n=start)]
+    for op in ops:
+        groups = bank.forms_for(op)
+        template = rng.choice(sorted(groups))
+        parts.append(rng.choice(groups[template]).render(op.operand))
+    parts.append(rng.choice(bank.ends))
+    return " ".join(parts)
+
+
+def phrased_problem(problem: ArithProblem, bank: PhraseBank, salt: str = "") -> ArithProblem:
+    """``problem`` with its question rephrased from ``bank`` (deterministic per id, bank, salt)."""
+    seed = hashlib.sha256(f"{problem.id}/{bank.name}/{salt}".encode()).digest()[:8]
+    rng = random.Random(int.from_bytes(seed, "little"))
+    return replace(problem, question=phrase_question(problem.start, problem.ops, bank, rng))
+
+
+def phrased_split(split: str, bank: str | PhraseBank = "heldout", n: int | None = None) -> list[ArithProblem]:
+    """The problems of ``split`` with their questions in ``bank``'s phrasings (same ids, answers)."""
+    chosen = _bank(bank)
+    return [phrased_problem(p, chosen) for p in load_split(split, n)]
+
+
+def _bank(bank: str | PhraseBank) -> PhraseBank:
+    if isinstance(bank, PhraseBank):
+        return bank
+    if bank not in BANKS:
+        raise ValueError(f"phrase bank must be one of {sorted(BANKS)}, got {bank!r}")
+    return BANKS[bank]
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    """The start value and operations read from a question in any known phrasing."""
+
+    start: int
+    ops: tuple[Op, ...]
+
+    @property
+    def canonical(self) -> str:
+        return format_question(self.start, self.ops)
+
+
+_NUMBER = r"(\d+)"
+
+
+def _pattern(template: str) -> str:
+    """A case-insensitive regex body for a template: ``{k}``/``{n}`` capture, ``{it}`` any pronoun."""
+    pronoun = "(?:" + "|".join(re.escape(p) for p in PRONOUNS) + ")"
+    text = re.escape(template).replace(r"\{k\}", _NUMBER).replace(r"\{n\}", _NUMBER)
+    return text.replace(r"\{it\}", pronoun).replace(r"\ ", r"\s+")
+
+
+@cache
+def _grammar() -> tuple[list[re.Pattern], list[tuple[re.Pattern, OpTemplate]], list[re.Pattern]]:
+    starts = sorted({s.rstrip(".") for b in BANKS.values() for s in b.starts})
+    ends = sorted({e.rstrip("?") for b in BANKS.values() for e in b.ends})
+    start_res = [re.compile(_pattern(s), re.I) for s in starts]
+    op_res = [(re.compile(_pattern(t.template), re.I), t) for t in OP_TEMPLATES]
+    end_res = [re.compile(_pattern(e), re.I) for e in ends]
+    return start_res, op_res, end_res
+
+
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[.;!]|,|\band\b)\s*", re.I)
+_LEADING_CONNECTIVE = re.compile(r"^(?:(?:then|now|next|after\s+that|and)\s+)+", re.I)
+_BARE_CONNECTIVE = re.compile(r"^(?:then|now|next|after\s+that)$", re.I)
+
+
+def parse_phrased(question: str) -> ParsedQuestion | None:
+    """The start and operations of a question in any known phrasing; None when it is not one.
+
+    Clauses may be separated by ``.``, ``;``, ``!``, commas or "and (then)"; letter case and
+    spaces are free; the question must end with a known closing question and a ``?``.
+    """
+    text = " ".join(question.split())
+    if not text.endswith("?"):
+        return None
+    clauses = [c for c in _CLAUSE_SPLIT.split(text[:-1]) if c and not _BARE_CONNECTIVE.match(c)]
+    if len(clauses) < 3:
+        return None
+    start_res, op_res, end_res = _grammar()
+    end = _LEADING_CONNECTIVE.sub("", clauses[-1])
+    if not any(r.fullmatch(end) for r in end_res):
+        return None
+    start = next((m for r in start_res if (m := r.fullmatch(clauses[0]))), None)
+    if start is None:
+        return None
+    ops = []
+    for clause in clauses[1:-1]:
+        body = _LEADING_CONNECTIVE.sub("", clause)
+        op = _parse_op(body, op_res)
+        if op is None:
+            return None
+        ops.append(op)
+    return ParsedQuestion(int(start.group(1)), tuple(ops))
+
+
+def _parse_op(clause: str, op_res: list[tuple[re.Pattern, OpTemplate]]) -> Op | None:
+    for regex, template in op_res:
+        match = regex.fullmatch(clause)
+        if match is None:
+            continue
+        operand = template.operand if template.operand is not None else int(match.group(1))
+        return Op(template.symbol, operand)
+    return None
