@@ -25,7 +25,7 @@ def test_banks_split_the_sentence_forms_without_overlap():
     train = {f.key for f in TRAIN_BANK.sentences}
     heldout = {f.key for f in HELDOUT_BANK.sentences}
     assert train and heldout and not train & heldout
-    assert ALWAYS_TRAINED <= train
+    assert train >= ALWAYS_TRAINED
     assert {"|Add {k}|", "|Subtract {k}|", "|Multiply by {k}|", "|Divide by {k}|"} <= train
     assert not set(TRAIN_BANK.starts) & set(HELDOUT_BANK.starts)
     assert not set(TRAIN_BANK.ends) & set(HELDOUT_BANK.ends)
@@ -79,7 +79,8 @@ def test_parse_reads_canonical_questions():
         ("start with 5, double it and then take away 3. what do you get?", 5, [("*", 2), ("-", 3)]),
         ("  Begin with 8.  Next, halve it.   Now triple that. What is the answer? ", 8, [("/", 2), ("*", 3)]),
         ("You have 6. Then divide that by 3; add 4 to it! What is the result now?", 6, [("/", 3), ("+", 4)]),
-        ("Take 9. After that, decrease the result by 2. Times 4. What is the result?", 9, [("-", 2), ("*", 4)]),
+        ("Take 9. After that, decrease the result by 2. Times 4. What is the result?", 9,
+         [("-", 2), ("*", 4)]),
     ],
 )
 def test_parse_accepts_what_users_type(question, start, ops):
@@ -143,7 +144,8 @@ def test_training_mix_is_a_stable_share():
     with pytest.raises(ValueError, match="phrased"):
         TrainConfig(phrased=1.5)
     cfg = build_config(steps=700, lr_horizon=1000, seed=0, phrased=0.5, vocab_size=256)
-    assert train_command(cfg, "d").endswith("--steps 700 --lr-horizon 1000 --seed 0 --phrased 0.5 --vocab-size 256")
+    flags = "--steps 700 --lr-horizon 1000 --seed 0 --phrased 0.5 --vocab-size 256"
+    assert train_command(cfg, "d").endswith(flags)
 
 
 def test_policy_eval_rejects_an_unknown_phrasing():

@@ -11,6 +11,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from transformers import AutoTokenizer
 
 from prmsearch.arith.models import default_policy_path
+from prmsearch.arith.phrasing import phrased_split
 from prmsearch.arith.problems import load_split, solution_text
 from prmsearch.arith.tokenizer import SPECIAL_TOKENS, STEP_SEPARATOR, train_tokenizer
 
@@ -21,8 +22,11 @@ def shipped():
 
 
 def test_autotokenizer_round_trips_trained_ids(shipped):
-    trained = train_tokenizer()  # deterministic: must equal what was shipped
-    for p in load_split("test", 30):
+    config = json.loads((default_policy_path() / "prmsearch.json").read_text())["train_config"]
+    # deterministic: must equal what was shipped (the v2 policy's phrased tokenizer)
+    trained = train_tokenizer(config["vocab_size"], phrased=config["phrased"] > 0)
+    problems = load_split("test", 30)
+    for p in [*problems, *phrased_split("test", "heldout", 10)]:
         text = p.question + "\n\n" + solution_text(p.gold_steps)
         ids = shipped(text, add_special_tokens=False)["input_ids"]
         assert ids == trained.encode(text, add_special_tokens=False).ids

@@ -363,7 +363,8 @@ def _add_bench(sub) -> None:
     bench.add_argument(
         "--dataset",
         default="arith",
-        help="arith, arith-phrased, math500, gsm8k, aime24, amc23, or a FILE.jsonl (rows with question and answer)",
+        help="arith, arith-phrased, math500, gsm8k, aime24, amc23, or a FILE.jsonl "
+        "(rows with question and answer)",
     )
     bench.add_argument("--dataset-path", default=None, help="local file (or folder) of a named dataset")
     bench.add_argument("--question-field", default=None, help="row field of the question (JSONL datasets)")
