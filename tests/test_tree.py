@@ -105,3 +105,40 @@ def test_tree_invariants(tree):
     assert set(tree.leaves()) == {n for n in tree.iter_nodes() if not tree.children(n)}
     assert sum(len(tree.children(n)) for n in tree.iter_nodes()) == len(tree) - 1
     assert SearchTree.from_json(tree.to_json()) == tree
+
+
+def test_add_steps_equals_adding_nodes_one_by_one():
+    from prmsearch.tree import SearchTree
+
+    one, bulk = SearchTree("q"), SearchTree("q")
+    a = one.add_node(0, "a", (1,), -0.5)
+    bulk.add_node(0, "a", (1,), -0.5)
+    parents = [0, a, a, 0]
+    texts = ["b", "c", "d", "e"]
+    ids = [(2,), [3, 4], (), (5,)]
+    logprobs = [-1.0, -2.0, -3.0, -4.0]
+    finishes = ["step", "eos", "step", "length"]
+    for args in zip(parents, texts, ids, logprobs, finishes, strict=True):
+        one.add_node(*args)
+    first = bulk.add_steps(parents, texts, ids, logprobs, finishes)
+    assert first == 2 and len(bulk) == len(one) == 6
+    for name in ("parent", "depth", "step_text", "token_ids", "logprob", "finish", "terminal",
+                 "answer", "answer_group", "visits", "value_sum", "truncated"):
+        assert getattr(bulk, name) == getattr(one, name), name
+    for name in ("score", "path_min", "path_sum", "path_prod"):
+        assert str(getattr(bulk, name)) == str(getattr(one, name)), name  # NaN == NaN as text
+    assert [bulk.children(n) for n in range(6)] == [one.children(n) for n in range(6)]
+    assert bulk.add_steps([], [], [], [], []) == 6 and len(bulk) == 6
+
+
+def test_add_steps_rejects_bad_parents_and_ragged_columns():
+    import pytest
+
+    from prmsearch.tree import SearchTree
+
+    tree = SearchTree("q")
+    with pytest.raises(IndexError, match="parent 3"):
+        tree.add_steps([0, 3], ["a", "b"], [(), ()], [0.0, 0.0], ["step", "step"])
+    with pytest.raises(ValueError, match="one step text"):
+        tree.add_steps([0, 0], ["a"], [(), ()], [0.0, 0.0], ["step", "step"])
+    assert len(tree) == 1

@@ -121,6 +121,54 @@ class SearchTree:
         self._children[parent].append(node)
         return node
 
+    def add_steps(
+        self,
+        parents: list[int],
+        step_texts: list[str],
+        token_ids: list[tuple[int, ...]],
+        logprobs: list[float],
+        finishes: list[str],
+    ) -> int:
+        """Append one step below each of ``parents`` at once (ids ``first .. first + k - 1`` in
+        order) and return ``first``: the driver's hot path, one list extend per column for a whole
+        round of a problem instead of one append per column and node."""
+        k = len(parents)
+        if not k == len(step_texts) == len(token_ids) == len(logprobs) == len(finishes):
+            raise ValueError(
+                f"add_steps needs one step text, token_ids, logprob and finish per parent, got "
+                f"{k} parents, {len(step_texts)} texts, {len(token_ids)} token_ids, "
+                f"{len(logprobs)} logprobs, {len(finishes)} finishes"
+            )
+        size = len(self.parent)
+        if k and not (min(parents) >= 0 and max(parents) < size):
+            bad = next(p for p in parents if not 0 <= p < size)
+            raise IndexError(f"parent {bad} is not a node of this tree (size {size})")
+        first = size
+        depth = self.depth
+        nans = [UNSCORED] * k
+        falses = [False] * k
+        self.parent.extend(parents)
+        depth.extend([depth[p] + 1 for p in parents])
+        self.step_text.extend(step_texts)
+        self.token_ids.extend(ids if type(ids) is tuple else tuple(ids) for ids in token_ids)
+        self.logprob.extend(map(float, logprobs))
+        self.score.extend(nans)
+        self.visits.extend([0] * k)
+        self.value_sum.extend([0.0] * k)
+        self.terminal.extend(falses)
+        self.truncated.extend(falses)
+        self.answer.extend([None] * k)
+        self.answer_group.extend([NO_GROUP] * k)
+        self.finish.extend(finishes)
+        self.path_min.extend(nans)
+        self.path_sum.extend(nans)
+        self.path_prod.extend(nans)
+        children = self._children
+        children.extend([] for _ in range(k))
+        for node, parent in enumerate(parents, first):
+            children[parent].append(node)
+        return first
+
     def set_score(self, node: int, score: float) -> None:
         """Record the PRM step score of ``node`` and its running path statistics.
 

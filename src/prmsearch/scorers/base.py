@@ -77,8 +77,9 @@ def check_scores(request: ScoreRequest, result: StepScores) -> list[float]:
             "step separators must match the steps one to one (check the separator token and "
             "that no step contains it)"
         )
-    for value in values:
-        if not 0.0 <= value <= 1.0:  # also rejects NaN
+    if values:
+        total = sum(values)  # NaN anywhere makes the sum NaN; three C-level passes, no Python loop
+        if total != total or min(values) < 0.0 or max(values) > 1.0:
             raise ValueError(f"step scores must be probabilities in [0, 1], got {values}")
     return values
 

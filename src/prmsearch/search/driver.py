@@ -12,9 +12,12 @@ at once, so a sweep notices a dead server in seconds, not after every problem's 
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -187,6 +190,38 @@ class _Job:
         self.too_long = 0  # paths longer than the PRM's context, ended as unscored leaves
 
 
+#: allocations between collections of the youngest generation while a driver runs (CPython: 700)
+GC_THRESHOLD = 50_000
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_saved: tuple[int, ...] = ()
+
+
+@contextmanager
+def fewer_gc_pauses() -> Iterator[None]:
+    """Collect the youngest GC generation every `GC_THRESHOLD` allocations instead of every 700
+    while the search loop runs, and restore the old thresholds after the last running driver.
+
+    The loop allocates many short-lived, acyclic objects (requests, step tuples, scores) that
+    reference counting frees at once; each cyclic collection also walks the growing trees. With
+    instant backends that took about a quarter of the driver's time (`prmsearch.perf.overhead`).
+    """
+    global _gc_users, _gc_saved
+    with _gc_lock:
+        if _gc_users == 0:
+            _gc_saved = gc.get_threshold()
+            if 0 < _gc_saved[0] < GC_THRESHOLD:
+                gc.set_threshold(GC_THRESHOLD, *_gc_saved[1:])
+        _gc_users += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_users -= 1
+            if _gc_users == 0:
+                gc.set_threshold(*_gc_saved)
+
+
 def backend_unreachable(exc: BaseException) -> bool:
     """Whether a backend's exception says it cannot be reached at all (a true
     ``backend_unreachable`` attribute, as on the HTTP backends' ``ServerUnreachable``): then the
@@ -215,6 +250,7 @@ class Driver:
         self.config = config or RunConfig()
         self.matcher = matcher or AnswerMatcher()
         self.stats = RunStats()
+        self._canonical_forms: dict[str, str] = {}
         self._policy_cost = backend_cost(policy)
         self._scorer_cost = backend_cost(scorer)
         sampling = self.config.sampling
@@ -249,6 +285,13 @@ class Driver:
             if on_result is not None:
                 on_result(job.index, result)
 
+        with fewer_gc_pauses():
+            self._loop(active, strategy, finish)
+        self.stats.wall_s += time.perf_counter() - start
+        return [r for r in results if r is not None]
+
+    def _loop(self, active: list[_Job], strategy: BoundStrategy, finish: Callable[[_Job], None]) -> None:
+        """Rounds until every job has finished or failed."""
         while active:
             self.stats.rounds += 1
             expanding: list[tuple[_Job, Expand]] = []
@@ -269,8 +312,6 @@ class Driver:
                 else:
                     still.append(job)
             active = still
-        self.stats.wall_s += time.perf_counter() - start
-        return [r for r in results if r is not None]
 
     def _advance(self, job: _Job) -> Expand | None:
         """Resume a strategy; None when it finished (choice set) or failed (error set)."""
@@ -460,6 +501,12 @@ class Driver:
         spans: list[tuple[int, int]] = []
         score_requests: list[ScoreRequest] = []
         question = tree.question
+        cfg = self.config
+        stop_on_answer = cfg.stop_on_answer
+        # one step per sample: every child of the round is written into the tree at once
+        parents: list[int] = []
+        texts: list[str] = []
+        sample_list: list = []
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             ledger.charge_generation(
                 n=request.n,
@@ -473,21 +520,50 @@ class Driver:
                     recomputed=gen.prompt_tokens_recomputed,
                 ),
             )
-            children = []
-            for sample in gen.samples:
-                if expand.full_solution:
+            samples = gen.samples
+            if expand.full_solution:
+                children = []
+                for sample in samples:
                     first, last = self._add_chain(job, node, sample, request.sampling.delimiter)
                     new_steps = tuple(tree.step_text[i] for i in range(first, last + 1))
-                else:
-                    first = last = tree.add_node(
-                        node, sample.text, sample.token_ids, sample.logprob, sample.finish.value
-                    )
-                    self._classify(job, last, sample.finish)
-                    new_steps = (sample.text,)
-                children.append(last)
-                spans.append((first, last))
-                score_requests.append(ScoreRequest(question, request.steps + new_steps))
-            reply.append(children)
+                    children.append(last)
+                    spans.append((first, last))
+                    score_requests.append(ScoreRequest(question, request.steps + new_steps))
+                reply.append(children)
+                continue
+            parents.extend([node] * len(samples))
+            texts.extend([sample.text for sample in samples])
+            sample_list.extend(samples)
+        if not parents:
+            self.stats.nodes += len(tree) - size_before
+            return reply, spans, score_requests
+        first = tree.add_steps(
+            parents,
+            texts,
+            [sample.token_ids for sample in sample_list],
+            [sample.logprob for sample in sample_list],
+            [sample.finish.value for sample in sample_list],
+        )
+        depth, max_depth = tree.depth, cfg.max_depth
+        for child, sample, text in zip(range(first, first + len(parents)), sample_list, texts):
+            if (  # the common case, decided here: a step that does not end its path
+                sample.finish is Finish.STEP
+                and depth[child] < max_depth
+                and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
+                and text.strip()
+            ):
+                continue
+            self._classify(job, child, sample.finish)
+        child = first
+        for request, gen in zip(requests, gens):
+            k = len(gen.samples)
+            reply.append(list(range(child, child + k)))
+            steps = request.steps
+            score_requests.extend(
+                [ScoreRequest(question, (*steps, text)) for text in texts[child - first : child - first + k]]
+            )
+            child += k
+        spans.extend((node, node) for node in range(first, first + len(parents)))
         self.stats.nodes += len(tree) - size_before
         return reply, spans, score_requests
 
@@ -524,8 +600,17 @@ class Driver:
         group = self._group(job, answer) if answer is not None else -1
         tree.mark_terminal(node, truncated=truncated, answer=answer, group=group)
 
+    def _canonical(self, answer: str) -> str:
+        """The matcher's canonical form of ``answer``, remembered (answers repeat across samples)."""
+        known = self._canonical_forms.get(answer)
+        if known is None:
+            if len(self._canonical_forms) >= 100_000:
+                self._canonical_forms.clear()
+            known = self._canonical_forms[answer] = self.matcher.canonicalize(answer)
+        return known
+
     def _group(self, job: _Job, answer: str) -> int:
-        canonical = self.matcher.canonicalize(answer)
+        canonical = self._canonical(answer)
         group = job.groups.get(canonical)
         if group is None:
             tree = job.tree
@@ -545,6 +630,9 @@ class Driver:
         tree = job.tree
         charged: list[tuple[int, int, int]] = []
         computed = cached = 0
+        parent, score, path_min, path_sum, path_prod = (
+            tree.parent, tree.score, tree.path_min, tree.path_sum, tree.path_prod
+        )
         for (first, last), request, result in zip(spans, requests, results):
             if result is None:
                 self._end_too_long(job, last)
@@ -557,6 +645,14 @@ class Driver:
             computed += result.tokens_computed
             cached += result.tokens_cached
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
+            if first == last:  # one new step (SearchTree.set_score, inlined for the hot path)
+                value, up = scores[-1], parent[last]
+                score[last] = value
+                low = path_min[up]
+                path_min[last] = value if value < low else low
+                path_sum[last] = path_sum[up] + value
+                path_prod[last] = path_prod[up] * value
+                continue
             count = last - first + 1
             for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
                 tree.set_score(node, value)
