@@ -142,3 +142,17 @@ def test_add_steps_rejects_bad_parents_and_ragged_columns():
     with pytest.raises(ValueError, match="one step text"):
         tree.add_steps([0, 0], ["a"], [(), ()], [0.0, 0.0], ["step", "step"])
     assert len(tree) == 1
+
+
+def test_add_steps_writes_a_chain_in_one_call():
+    import pytest
+
+    from prmsearch.tree import SearchTree
+
+    tree = SearchTree("q")
+    first = tree.add_steps([0, 1, 2], ["a", "b", "c"], [(), (), (7,)], [0.0, 0.0, -1.0],
+                           ["step", "step", "eos"])
+    assert first == 1 and tree.parent == [-1, 0, 1, 2] and tree.depth == [0, 1, 2, 3]
+    assert tree.path_steps(3) == ("a", "b", "c")
+    with pytest.raises(IndexError, match="parent 5"):
+        tree.add_steps([0, 5], ["x", "y"], [(), ()], [0.0, 0.0], ["step", "step"])

@@ -131,7 +131,8 @@ class SearchTree:
     ) -> int:
         """Append one step below each of ``parents`` at once (ids ``first .. first + k - 1`` in
         order) and return ``first``: the driver's hot path, one list extend per column for a whole
-        round of a problem instead of one append per column and node."""
+        round of a problem instead of one append per column and node. A parent may be a step
+        added earlier in the same call (``[p, first, first + 1]`` writes a chain below ``p``)."""
         k = len(parents)
         if not k == len(step_texts) == len(token_ids) == len(logprobs) == len(finishes):
             raise ValueError(
@@ -140,15 +141,20 @@ class SearchTree:
                 f"{len(logprobs)} logprobs, {len(finishes)} finishes"
             )
         size = len(self.parent)
-        if k and not (min(parents) >= 0 and max(parents) < size):
-            bad = next(p for p in parents if not 0 <= p < size)
-            raise IndexError(f"parent {bad} is not a node of this tree (size {size})")
-        first = size
         depth = self.depth
+        if k and min(parents) >= 0 and max(parents) < size:  # every parent already exists
+            new_depths = [depth[p] + 1 for p in parents]
+        else:  # a parent may also be a step added earlier in this call (a chain)
+            new_depths = []
+            for i, p in enumerate(parents):
+                if not 0 <= p < size + i:
+                    raise IndexError(f"parent {p} is not a node of this tree (size {size + i})")
+                new_depths.append((depth[p] if p < size else new_depths[p - size]) + 1)
+        first = size
         nans = [UNSCORED] * k
         falses = [False] * k
         self.parent.extend(parents)
-        depth.extend([depth[p] + 1 for p in parents])
+        depth.extend(new_depths)
         self.step_text.extend(step_texts)
         self.token_ids.extend(ids if type(ids) is tuple else tuple(ids) for ids in token_ids)
         self.logprob.extend(map(float, logprobs))

@@ -168,6 +168,7 @@ class _Job:
         "groups",
         "index",
         "ledger",
+        "paths",
         "reply",
         "seed",
         "started",
@@ -188,6 +189,7 @@ class _Job:
         self.error: str | None = None
         self.choice: Choice | None = None
         self.too_long = 0  # paths longer than the PRM's context, ended as unscored leaves
+        self.paths: dict[int, tuple[str, ...]] = {}  # step texts of the last round's new nodes
 
 
 #: allocations between collections of the youngest generation while a driver runs (CPython: 700)
@@ -413,13 +415,14 @@ class Driver:
         if expand.greedy:
             sampling = replace(sampling, temperature=0.0)
         requests = []
+        paths = job.paths  # the frontier's paths, kept from the round that made it
         for node, count in expand.requests:
             serial = job.expansions.get(node, 0)
             job.expansions[node] = serial + 1
             requests.append(
                 GenerationRequest(
                     question=tree.question,
-                    steps=tree.path_steps(node),
+                    steps=paths[node] if node in paths else tree.path_steps(node),
                     n=count,
                     sampling=sampling,
                     seed=mix_seed(job.seed, node, serial),
@@ -555,36 +558,37 @@ class Driver:
                 continue
             self._classify(job, child, sample.finish)
         child = first
+        paths: dict[int, tuple[str, ...]] = {}
         for request, gen in zip(requests, gens):
             k = len(gen.samples)
             reply.append(list(range(child, child + k)))
             steps = request.steps
-            score_requests.extend(
-                [ScoreRequest(question, (*steps, text)) for text in texts[child - first : child - first + k]]
-            )
-            child += k
+            for text in texts[child - first : child - first + k]:
+                path = paths[child] = (*steps, text)
+                score_requests.append(ScoreRequest(question, path))
+                child += 1
+        job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
         spans.extend((node, node) for node in range(first, first + len(parents)))
         self.stats.nodes += len(tree) - size_before
         return reply, spans, score_requests
 
     def _add_chain(self, job: _Job, node: int, sample, delimiter: str) -> tuple[int, int]:
-        """Split a whole solution at the delimiter into a chain of step nodes."""
+        """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
+        the sample's tokens, log-probability and finish sit on the chain's last node."""
         tree = job.tree
         pieces = [p for p in sample.text.split(delimiter) if p.strip()] or [""]
-        first = parent = -1
-        for i, piece in enumerate(pieces):
-            is_last = i == len(pieces) - 1
-            parent = tree.add_node(
-                node if first == -1 else parent,
-                piece,
-                sample.token_ids if is_last else (),
-                sample.logprob if is_last else 0.0,
-                sample.finish.value if is_last else Finish.STEP.value,
-            )
-            if first == -1:
-                first = parent
-        self._classify(job, parent, sample.finish, whole_solution=True)
-        return first, parent
+        inner = len(pieces) - 1
+        first = len(tree)
+        tree.add_steps(
+            [node, *range(first, first + inner)],
+            pieces,
+            [*([()] * inner), sample.token_ids],
+            [*([0.0] * inner), sample.logprob],
+            [*([Finish.STEP.value] * inner), sample.finish.value],
+        )
+        last = first + inner
+        self._classify(job, last, sample.finish, whole_solution=True)
+        return first, last
 
     def _classify(self, job: _Job, node: int, finish: Finish, whole_solution: bool = False) -> None:
         """Decide whether ``node`` ends its path, and extract and group its answer."""
@@ -638,7 +642,10 @@ class Driver:
                 self._end_too_long(job, last)
                 continue
             try:
-                scores = check_scores(request, result)
+                if first == last:
+                    value = _last_score(request, result)
+                else:
+                    scores = check_scores(request, result)
             except Exception as exc:
                 job.error = f"scorer failed: {_describe(exc)}"
                 break
@@ -646,7 +653,7 @@ class Driver:
             cached += result.tokens_cached
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
             if first == last:  # one new step (SearchTree.set_score, inlined for the hot path)
-                value, up = scores[-1], parent[last]
+                up = parent[last]
                 score[last] = value
                 low = path_min[up]
                 path_min[last] = value if value < low else low
@@ -655,7 +662,12 @@ class Driver:
                 continue
             count = last - first + 1
             for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
-                tree.set_score(node, value)
+                up = parent[node]  # SearchTree.set_score, inlined (chains are scored root-first)
+                score[node] = value
+                low = path_min[up]
+                path_min[node] = value if value < low else low
+                path_sum[node] = path_sum[up] + value
+                path_prod[node] = path_prod[up] * value
         if charged:
             flops = self._scorer_cost.scoring_flops_total(charged)
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
@@ -698,6 +710,17 @@ class Driver:
             candidates=candidates if job.error is None else (),
             notes=_too_long_notes(job.too_long),
         )
+
+
+def _last_score(request: ScoreRequest, result: StepScores) -> float:
+    """The score of a path's last step, checked: a 1-D array of one probability per step (the
+    common case, in a few attribute reads), else `check_scores`'s full check and its error."""
+    raw = result.scores
+    if isinstance(raw, np.ndarray) and raw.ndim == 1 and raw.shape[0] == len(request.steps) > 0:
+        value = float(raw[-1])
+        if 0.0 <= value <= 1.0:  # also rejects NaN
+            return value
+    return check_scores(request, result)[-1]
 
 
 def _too_long_notes(count: int) -> list[str]:
