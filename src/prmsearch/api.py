@@ -133,6 +133,7 @@ class Searcher:
         max_depth: int = 32,
         solution_max_tokens: int = 2048,
         stop_on_answer: bool = True,
+        overlap: int = 1,
         seed: int = 0,
         matcher: AnswerMatcher | None = None,
         annotate: Callable[[str], str | None] | None = None,
@@ -146,6 +147,7 @@ class Searcher:
             max_depth=max_depth,
             solution_max_tokens=solution_max_tokens,
             stop_on_answer=stop_on_answer,
+            overlap=overlap,
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()

@@ -44,17 +44,23 @@ class RunConfig:
         max_depth: steps after which a path is cut off (marked terminal and truncated).
         solution_max_tokens: token limit for whole-solution requests (best-of-N family).
         stop_on_answer: a step containing a final ``\\boxed{}`` answer ends the path.
+        overlap: split the problems into ``overlap`` groups that take turns, so that the PRM
+            scores one group's new steps while the policy generates another's (1: lock step,
+            every problem waits for the whole round). Each problem's search stays the same for
+            its seed when the backends' samples do not depend on batch composition (the scripted
+            and transformers backends, vLLM with per-request seeds); see `Driver`.
     """
 
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_depth: int = 32
     solution_max_tokens: int = 2048
     stop_on_answer: bool = True
+    overlap: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampling, SamplingParams):
             raise ValueError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
-        for name in ("max_depth", "solution_max_tokens"):
+        for name in ("max_depth", "solution_max_tokens", "overlap"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -288,7 +294,10 @@ class Driver:
                 on_result(job.index, result)
 
         with fewer_gc_pauses():
-            self._loop(active, strategy, finish)
+            if self._overlap_groups(len(active)) > 1:
+                self._overlapped_loop(active, strategy, finish)
+            else:
+                self._loop(active, strategy, finish)
         self.stats.wall_s += time.perf_counter() - start
         return [r for r in results if r is not None]
 
@@ -314,6 +323,102 @@ class Driver:
                 else:
                     still.append(job)
             active = still
+
+    def _overlap_groups(self, jobs: int) -> int:
+        """How many groups take turns (1 = lock step): never more than there are problems, and
+        1 when one object is both policy and scorer (its calls must not run at once)."""
+        if self.policy is self.scorer:
+            return 1
+        return max(1, min(self.config.overlap, jobs))
+
+    def _overlapped_loop(
+        self, jobs: list[_Job], strategy: BoundStrategy, finish: Callable[[_Job], None]
+    ) -> None:
+        """Generation and scoring at once, for different problems.
+
+        The problems start in ``overlap`` groups; the first generates alone, and each time a
+        generation comes back the next parked group joins. From then on a problem goes to the
+        policy as soon as its steps are scored and to the scorer as soon as its steps are
+        generated, and each backend takes everything waiting for it whenever it is free, in one
+        batched call on its own worker thread. Tree writes, strategy steps and the ledger stay
+        on this thread; a job is only ever in one backend call at a time.
+        """
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        score = strategy.needs_scores
+        groups = self._overlap_groups(len(jobs))
+        parked = [jobs[g::groups] for g in range(groups)]
+        to_generate: list[tuple[_Job, Expand]] = []
+        to_score: list[tuple[_Job, list, list[ScoreRequest]]] = []
+
+        def advance(job: _Job) -> None:
+            expand = self._advance(job)
+            if expand is None:
+                finish(job)
+            else:
+                to_generate.append((job, expand))
+
+        def release_group() -> None:
+            if parked:
+                for job in parked.pop(0):
+                    advance(job)
+
+        release_group()
+        generating = scoring = None  # (future, batch) of the call in flight, if any
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prmsearch-driver") as pool:
+            while True:
+                if generating is None and not to_generate and parked:
+                    release_group()  # nothing else for the policy to do
+                if generating is None and to_generate:
+                    batch = [(job, expand, self._requests(job, expand)) for job, expand in to_generate]
+                    to_generate = []
+                    per_job = [(job, requests) for job, _, requests in batch]
+                    self.stats.rounds += 1
+                    future = pool.submit(
+                        self._batched, per_job, self.policy.generate, self._check_generations, "policy"
+                    )
+                    generating = (future, batch)
+                if scoring is None and to_score:
+                    batch = to_score
+                    to_score = []
+                    score_jobs = [(job, requests) for job, _, requests in batch]
+                    future = pool.submit(
+                        self._batched, score_jobs, self.scorer.score, self._check_scores, "scorer",
+                        self._score_each,
+                    )
+                    scoring = (future, batch)
+                in_flight = [call[0] for call in (generating, scoring) if call is not None]
+                if not in_flight:
+                    break
+                wait(in_flight, return_when=FIRST_COMPLETED)
+                if generating is not None and generating[0].done():
+                    future, batch = generating
+                    generating = None
+                    generations = future.result()
+                    for job, expand, requests in batch:
+                        gens = generations.get(id(job))
+                        if gens is None:  # its generation failed: error recorded
+                            finish(job)
+                            continue
+                        reply, spans, score_requests = self._write_children(job, expand, requests, gens)
+                        job.reply = reply
+                        if score:
+                            to_score.append((job, spans, score_requests))
+                        else:
+                            advance(job)
+                    release_group()
+                if scoring is not None and scoring[0].done():
+                    future, batch = scoring
+                    scoring = None
+                    scored = future.result()
+                    for job, spans, requests in batch:
+                        results = scored.get(id(job))
+                        if results is not None:
+                            self._write_scores(job, spans, requests, results)
+                        if job.error is not None:
+                            finish(job)
+                        else:
+                            advance(job)
 
     def _advance(self, job: _Job) -> Expand | None:
         """Resume a strategy; None when it finished (choice set) or failed (error set)."""
