@@ -615,18 +615,18 @@ class Driver:
         parents: list[int] = []
         texts: list[str] = []
         sample_list: list = []
+        generation_flops = self._policy_cost.generation_flops
+        n = generated = computed = cached = flops = 0  # the round's requests, charged at once
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
-            ledger.charge_generation(
-                n=request.n,
-                generated=gen.tokens_generated,
-                computed=gen.prompt_tokens_computed + gen.prompt_tokens_recomputed,
+            n += request.n
+            generated += gen.tokens_generated
+            computed += gen.prompt_tokens_computed + gen.prompt_tokens_recomputed
+            cached += gen.prompt_tokens_cached
+            flops += generation_flops(
                 cached=gen.prompt_tokens_cached,
-                flops=self._policy_cost.generation_flops(
-                    cached=gen.prompt_tokens_cached,
-                    computed=gen.prompt_tokens_computed,
-                    sample_tokens=gen.sample_tokens(),
-                    recomputed=gen.prompt_tokens_recomputed,
-                ),
+                computed=gen.prompt_tokens_computed,
+                sample_tokens=gen.sample_tokens(),
+                recomputed=gen.prompt_tokens_recomputed,
             )
             samples = gen.samples
             if expand.full_solution:
@@ -642,6 +642,9 @@ class Driver:
             parents.extend([node] * len(samples))
             texts.extend([sample.text for sample in samples])
             sample_list.extend(samples)
+        ledger.charge_generation(
+            n=n, generated=generated, computed=computed, cached=cached, flops=flops, calls=len(requests)
+        )
         if not parents:
             self.stats.nodes += len(tree) - size_before
             return reply, spans, score_requests
@@ -652,10 +655,10 @@ class Driver:
             [sample.logprob for sample in sample_list],
             [sample.finish.value for sample in sample_list],
         )
-        depth, max_depth = tree.depth, cfg.max_depth
+        depth, max_depth, step = tree.depth, cfg.max_depth, Finish.STEP
         for child, sample, text in zip(range(first, first + len(parents)), sample_list, texts):
             if (  # the common case, decided here: a step that does not end its path
-                sample.finish is Finish.STEP
+                sample.finish is step
                 and depth[child] < max_depth
                 and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
                 and text.strip()

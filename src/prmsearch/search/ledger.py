@@ -48,9 +48,11 @@ class Ledger:
         """Policy plus PRM FLOPs."""
         return self.policy_flops + self.prm_flops
 
-    def charge_generation(self, *, n: int, generated: int, computed: int, cached: int, flops: int) -> None:
-        """Charge one generation request."""
-        self.policy_calls += 1
+    def charge_generation(
+        self, *, n: int, generated: int, computed: int, cached: int, flops: int, calls: int = 1
+    ) -> None:
+        """Charge ``calls`` generation requests (one by default) with these totals."""
+        self.policy_calls += calls
         self.generations += n
         self.generated_tokens += generated
         self.prompt_tokens_computed += computed
