@@ -58,6 +58,7 @@ CASES = [
     (["bench", "--resume"], "--resume"),
     (["bench", "--ray-workers", "2"], "--ray-workers"),
     (["bench", "--max-consecutive-failures", "-1"], "--max-consecutive-failures"),
+    (["bench", "--overlap", "0"], "--overlap"),
     (["bench", "--policy-backend", "vllm"], "--policy-backend 'vllm'"),
     (["bench", "--prm-family", "qwen-prm"], "--prm-family 'qwen-prm'"),
 ]

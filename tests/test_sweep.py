@@ -348,3 +348,18 @@ def test_verifier_figures_show_top1_false_positives():
     assert verifier_figures([row("1", ("1", None))], exact)["top1_false_positive"] is None  # PRM-free
     summary = {"runs": [{"strategy": "beam", "budget": 4, "accuracy": 0.5, **figures}]}
     assert "| beam | 50 / 75 / 50 |" in verifier_table(summary)
+
+
+def test_overlapped_sweep_writes_the_same_rows_and_resumes_across_modes(tmp_path):
+    import dataclasses
+
+    lock = _comparable(sweep(tmp_path / "a"))
+    overlapped = dataclasses.replace(CONFIG, overlap=3)
+    assert _comparable(sweep(tmp_path / "b", config=overlapped)) == lock
+    folder = sweep(tmp_path / "c", config=overlapped)
+    lines = folder.results_path.read_text().splitlines(keepends=True)
+    folder.results_path.write_text("".join(lines[:9]))  # killed; resumed in lock step
+    assert _comparable(sweep(tmp_path / "c", resume=True)) == lock
+    assert "overlap" not in json.loads((folder.path / "manifest.json").read_text())["config"]
+    with pytest.raises(ValueError, match="overlap must be"):
+        SweepConfig(overlap=0)

@@ -143,6 +143,7 @@ def make_searcher(
         strategy,
         sampling=config.sampling(),
         max_depth=config.max_depth,
+        overlap=config.overlap,
         seed=seed,
         matcher=matcher,
         **config.strategy_options(strategy, budget),

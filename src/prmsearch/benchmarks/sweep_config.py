@@ -63,6 +63,9 @@ class SweepConfig:
             :func:`prmsearch.benchmarks.sweep.is_connection_error`) instead of spending the
             retries of every remaining problem; 0 never stops. Operational, so not recorded in
             the manifest: a resume may change it.
+        overlap: problem groups that take turns between policy and PRM (``RunConfig.overlap``;
+            1: lock step). The rows are the same either way, so it is not recorded in the
+            manifest either.
     """
 
     dataset: str = "arith"
@@ -89,6 +92,7 @@ class SweepConfig:
     answer_field: str | None = None
     id_field: str | None = None
     max_consecutive_failures: int = 8
+    overlap: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -112,6 +116,8 @@ class SweepConfig:
         failures = self.max_consecutive_failures
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
             raise ValueError(f"max_consecutive_failures must be an int >= 0 (0: no limit), got {failures!r}")
+        if isinstance(self.overlap, bool) or not isinstance(self.overlap, int) or self.overlap < 1:
+            raise ValueError(f"overlap must be an int >= 1 (1: lock step), got {self.overlap!r}")
         for name in ("question_field", "answer_field", "id_field"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -170,6 +176,7 @@ class SweepConfig:
             if data[name] is None:  # likewise for the field names
                 del data[name]
         del data["max_consecutive_failures"]  # operational: a resume may change it
+        del data["overlap"]  # likewise: the rows do not depend on it
         return data
 
 

@@ -175,6 +175,7 @@ def bench_config(args: argparse.Namespace):
             answer_field=args.answer_field,
             id_field=args.id_field,
             max_consecutive_failures=args.max_consecutive_failures,
+            overlap=args.overlap,
         )
 
 
@@ -204,7 +205,10 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
         if value is not None:
             fix = f"the recipe {args.recipe} names its models and dataset; edit the recipe, or drop --recipe"
             raise FlagError(flag, value, fix)
-    overrides: dict[str, Any] = {"max_consecutive_failures": args.max_consecutive_failures}
+    overrides: dict[str, Any] = {
+        "max_consecutive_failures": args.max_consecutive_failures,
+        "overlap": args.overlap,
+    }
     for name, flag in _RECIPE_OVERRIDES.items():
         value = getattr(args, name, None)
         if value is None:
@@ -405,6 +409,14 @@ def _add_bench(sub) -> None:
         metavar="K",
         help="stop once K problems in a row failed with a connection error (the server looks down) "
         "instead of spending every remaining problem's retries; 0 never stops (default: 8)",
+    )
+    bench.add_argument(
+        "--overlap",
+        type=int_at_least(1),
+        default=1,
+        metavar="K",
+        help="problem groups that take turns, so the PRM scores one while the policy generates another "
+        "(1: lock step; for a policy on a server or another device; same rows either way)",
     )
     bench.add_argument(
         "--recipe",
