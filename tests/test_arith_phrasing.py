@@ -205,3 +205,24 @@ def test_the_shipped_prm_reads_phrased_questions_in_canonical_form():
     assert scorer.num_parameters == 7 and scorer.cost == "the wrapped cost"
     copy = pickle.loads(pickle.dumps(scorer))
     assert copy.canonical(problem.question) == plain.question
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "ops"),
+    [
+        ("Think of 8. Cut it in half. Take 3 away. Quadruple that number. What's the result?", 8,
+         [("/", 2), ("-", 3), ("*", 4)]),
+        ("Start at 20, reduce it by 4, then divide this into 2 equal parts. What do you end up with?", 20,
+         [("-", 4), ("/", 2)]),
+        ("Let the number be 6. Times by 3. Take off 2 and add on 5. What is the final answer?", 6,
+         [("*", 3), ("-", 2), ("+", 5)]),
+    ],
+)
+def test_parse_also_reads_forms_outside_the_banks(question, start, ops):
+    parsed = parse_phrased(question)
+    assert parsed is not None and parsed.start == start and parsed.ops == tuple(Op(s, k) for s, k in ops)
+
+
+def test_parse_does_not_take_any_question_as_the_closing_one():
+    assert parse_phrased("Start with 5. Add 3. Add 2. Add 1. What is 2 + 2?") is None
+    assert parse_phrased("Start with 5. Add 3. Add 2. Add 1. Why?") is None

@@ -8,9 +8,10 @@ bank (new combinations of the same words that the policy never saw, plus starts 
 questions of their own), so that a test on the held-out bank measures whether the policy learned
 to read phrasings rather than memorised them.
 
-`parse_phrased` reads every phrasing of both banks, the canonical one, and loose variants a user
-types (any letter case, commas or "and then" between clauses), so the exact checker, the oracle
-and the domain note understand all of them. Rendering is deterministic per problem id and bank.
+`parse_phrased` reads every phrasing of both banks, the canonical one, more forms users type that
+no bank holds (``READ_*``: "Cut it in half", "Take 3 away", "What's the result?"), and loose
+variants (any letter case, commas or "and then" between clauses), so the exact checker, the
+oracle, the domain note and the PRM's canonical view understand all of them. Rendering is deterministic per problem id and bank.
 """
 
 from __future__ import annotations
@@ -211,19 +212,55 @@ class ParsedQuestion:
 _NUMBER = r"(\d+)"
 
 
+#: Forms the parser also reads (users type them; the policy never trained on them): pronouns,
+#: starts, operations and closing questions beyond the two banks.
+READ_PRONOUNS = (*PRONOUNS, "this", "that number", "this number", "the number", "the total")
+READ_STARTS = ("Start at {n}", "Begin at {n}", "Think of {n}", "Think of the number {n}",
+               "Let the number be {n}", "The number is {n}", "Take the number {n}")
+READ_OPS = (
+    OpTemplate("+", "Add on {k}"),
+    OpTemplate("+", "Increase by {k}"),
+    OpTemplate("+", "Raise {it} by {k}"),
+    OpTemplate("-", "Take {k} away"),
+    OpTemplate("-", "Take off {k}"),
+    OpTemplate("-", "Take away {k} from {it}"),
+    OpTemplate("-", "Decrease by {k}"),
+    OpTemplate("-", "Reduce {it} by {k}"),
+    OpTemplate("-", "Less {k}"),
+    OpTemplate("*", "Times by {k}"),
+    OpTemplate("*", "Twice {it}", 2),
+    OpTemplate("*", "Quadruple {it}", 4),
+    OpTemplate("/", "Cut {it} in half", 2),
+    OpTemplate("/", "Split {it} into {k} equal parts"),
+    OpTemplate("/", "Divide {it} into {k} equal parts"),
+)
+READ_ENDS = (
+    "What's the result",
+    "What's the answer",
+    "What is the final result",
+    "What is the final answer",
+    "What do you end up with",
+    "What do you have now",
+    "What number do you get",
+    "What is left",
+    "What number is it now",
+    "What is it now",
+)
+
+
 def _pattern(template: str) -> str:
     """A case-insensitive regex body for a template: ``{k}``/``{n}`` capture, ``{it}`` any pronoun."""
-    pronoun = "(?:" + "|".join(re.escape(p) for p in PRONOUNS) + ")"
+    pronoun = "(?:" + "|".join(re.escape(p) for p in sorted(READ_PRONOUNS, key=len, reverse=True)) + ")"
     text = re.escape(template).replace(r"\{k\}", _NUMBER).replace(r"\{n\}", _NUMBER)
     return text.replace(r"\{it\}", pronoun).replace(r"\ ", r"\s+")
 
 
 @cache
 def _grammar() -> tuple[list[re.Pattern], list[tuple[re.Pattern, OpTemplate]], list[re.Pattern]]:
-    starts = sorted({s.rstrip(".") for b in BANKS.values() for s in b.starts})
-    ends = sorted({e.rstrip("?") for b in BANKS.values() for e in b.ends})
+    starts = sorted({s.rstrip(".") for b in BANKS.values() for s in b.starts} | set(READ_STARTS))
+    ends = sorted({e.rstrip("?") for b in BANKS.values() for e in b.ends} | set(READ_ENDS))
     start_res = [re.compile(_pattern(s), re.I) for s in starts]
-    op_res = [(re.compile(_pattern(t.template), re.I), t) for t in OP_TEMPLATES]
+    op_res = [(re.compile(_pattern(t.template), re.I), t) for t in (*OP_TEMPLATES, *READ_OPS)]
     end_res = [re.compile(_pattern(e), re.I) for e in ends]
     return start_res, op_res, end_res
 
