@@ -226,3 +226,13 @@ def test_parse_also_reads_forms_outside_the_banks(question, start, ops):
 def test_parse_does_not_take_any_question_as_the_closing_one():
     assert parse_phrased("Start with 5. Add 3. Add 2. Add 1. What is 2 + 2?") is None
     assert parse_phrased("Start with 5. Add 3. Add 2. Add 1. Why?") is None
+
+
+def test_forms_outside_the_banks_get_a_note_that_names_the_reading():
+    from prmsearch.arith.defaults import domain_note
+
+    note = domain_note("Think of 8. Cut it in half. Take 3 away. Quadruple it. What's the result?")
+    assert note is not None and "never trained on this way of phrasing" in note
+    assert "Start with 8. Divide by 2. Subtract 3. Multiply by 4. What is the result?" in note
+    assert parse_phrased("Think of 8. Halve it. Add 3. Add 1. What's the result?", read_extra=False) is None
+    assert domain_note(phrased_split("test", "heldout", 1)[0].question) is None

@@ -85,9 +85,16 @@ class CanonicalQuestions:
 
 def domain_note(question: str) -> str | None:
     """A note for questions outside the embedded models' domain (None when inside it)."""
-    parsed = parse_phrased(question)
+    parsed = parse_phrased(question, read_extra=False)
     if parsed is not None and _MIN_OPS <= len(parsed.ops) <= _MAX_OPS:
         return None
+    parsed = parse_phrased(question)
+    if parsed is not None and _MIN_OPS <= len(parsed.ops) <= _MAX_OPS:
+        return (
+            "the embedded policy never trained on this way of phrasing its arithmetic problems (it "
+            f"reads it as '{parsed.canonical}'), so the answer may be off; the canonical form "
+            "'Start with 12. Add 5. ... What is the result?' is the one it reads best."
+        )
     return (
         "the embedded default models know only arithmetic chains of 3 to 8 operations such as 'Start "
         "with 12. Add 5. Multiply by 3. Subtract 4. What is the result?' (or 'Begin with 12. Then "

@@ -11,7 +11,9 @@ to read phrasings rather than memorised them.
 `parse_phrased` reads every phrasing of both banks, the canonical one, more forms users type that
 no bank holds (``READ_*``: "Cut it in half", "Take 3 away", "What's the result?"), and loose
 variants (any letter case, commas or "and then" between clauses), so the exact checker, the
-oracle, the domain note and the PRM's canonical view understand all of them. Rendering is deterministic per problem id and bank.
+oracle, the domain note and the PRM's canonical view understand all of them (the domain note
+still flags a form outside the banks: the policy never trained on it). Rendering is deterministic
+per problem id and bank.
 """
 
 from __future__ import annotations
@@ -248,20 +250,29 @@ READ_ENDS = (
 )
 
 
-def _pattern(template: str) -> str:
-    """A case-insensitive regex body for a template: ``{k}``/``{n}`` capture, ``{it}`` any pronoun."""
-    pronoun = "(?:" + "|".join(re.escape(p) for p in sorted(READ_PRONOUNS, key=len, reverse=True)) + ")"
+def _pattern(template: str, pronouns: tuple[str, ...]) -> str:
+    """A case-insensitive regex body for a template: ``{k}``/``{n}`` capture, ``{it}`` any of
+    ``pronouns``."""
+    pronoun = "(?:" + "|".join(re.escape(p) for p in sorted(pronouns, key=len, reverse=True)) + ")"
     text = re.escape(template).replace(r"\{k\}", _NUMBER).replace(r"\{n\}", _NUMBER)
     return text.replace(r"\{it\}", pronoun).replace(r"\ ", r"\s+")
 
 
 @cache
-def _grammar() -> tuple[list[re.Pattern], list[tuple[re.Pattern, OpTemplate]], list[re.Pattern]]:
-    starts = sorted({s.rstrip(".") for b in BANKS.values() for s in b.starts} | set(READ_STARTS))
-    ends = sorted({e.rstrip("?") for b in BANKS.values() for e in b.ends} | set(READ_ENDS))
-    start_res = [re.compile(_pattern(s), re.I) for s in starts]
-    op_res = [(re.compile(_pattern(t.template), re.I), t) for t in (*OP_TEMPLATES, *READ_OPS)]
-    end_res = [re.compile(_pattern(e), re.I) for e in ends]
+def _grammar(
+    read_extra: bool,
+) -> tuple[list[re.Pattern], list[tuple[re.Pattern, OpTemplate]], list[re.Pattern]]:
+    starts = {s.rstrip(".") for b in BANKS.values() for s in b.starts}
+    ends = {e.rstrip("?") for b in BANKS.values() for e in b.ends}
+    ops = OP_TEMPLATES
+    pronouns = READ_PRONOUNS if read_extra else PRONOUNS
+    if read_extra:
+        starts |= set(READ_STARTS)
+        ends |= set(READ_ENDS)
+        ops = (*OP_TEMPLATES, *READ_OPS)
+    start_res = [re.compile(_pattern(s, pronouns), re.I) for s in sorted(starts)]
+    op_res = [(re.compile(_pattern(t.template, pronouns), re.I), t) for t in ops]
+    end_res = [re.compile(_pattern(e, pronouns), re.I) for e in sorted(ends)]
     return start_res, op_res, end_res
 
 
@@ -270,11 +281,12 @@ _LEADING_CONNECTIVE = re.compile(r"^(?:(?:then|now|next|after\s+that|and)\s+)+",
 _BARE_CONNECTIVE = re.compile(r"^(?:then|now|next|after\s+that)$", re.I)
 
 
-def parse_phrased(question: str) -> ParsedQuestion | None:
+def parse_phrased(question: str, *, read_extra: bool = True) -> ParsedQuestion | None:
     """The start and operations of a question in any known phrasing; None when it is not one.
 
     Clauses may be separated by ``.``, ``;``, ``!``, commas or "and (then)"; letter case and
-    spaces are free; the question must end with a known closing question and a ``?``.
+    spaces are free; the question must end with a known closing question and a ``?``. With
+    ``read_extra=False`` only the two banks' forms count (what the policy was evaluated on).
     """
     text = " ".join(question.split())
     if not text.endswith("?"):
@@ -282,7 +294,7 @@ def parse_phrased(question: str) -> ParsedQuestion | None:
     clauses = [c for c in _CLAUSE_SPLIT.split(text[:-1]) if c and not _BARE_CONNECTIVE.match(c)]
     if len(clauses) < 3:
         return None
-    start_res, op_res, end_res = _grammar()
+    start_res, op_res, end_res = _grammar(read_extra)
     end = _LEADING_CONNECTIVE.sub("", clauses[-1])
     if not any(r.fullmatch(end) for r in end_res):
         return None
