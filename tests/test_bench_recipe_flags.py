@@ -43,7 +43,7 @@ def _overrides(recipe: Path, *flags: str) -> dict:
 
 
 def test_no_flags_keep_the_recipe(recipe):
-    assert _overrides(recipe) == {"max_consecutive_failures": 8}
+    assert _overrides(recipe) == {"max_consecutive_failures": 8, "overlap": 1}  # operational flags
 
 
 def test_sweep_flags_replace_the_recipe_values(recipe):
