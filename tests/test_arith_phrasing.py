@@ -79,6 +79,8 @@ def test_parse_reads_canonical_questions():
         ("start with 5, double it and then take away 3. what do you get?", 5, [("*", 2), ("-", 3)]),
         ("  Begin with 8.  Next, halve it.   Now triple that. What is the answer? ", 8, [("/", 2), ("*", 3)]),
         ("You have 6. Then divide that by 3; add 4 to it! What is the result now?", 6, [("/", 3), ("+", 4)]),
+        ("start with 5, double it, take away 3, add 4. what do you get", 5,
+         [("*", 2), ("-", 3), ("+", 4)]),
         ("Take 9. After that, decrease the result by 2. Times 4. What is the result?", 9,
          [("-", 2), ("*", 4)]),
     ],
@@ -94,6 +96,7 @@ def test_parse_accepts_what_users_type(question, start, ops):
     [
         "What is 2 + 2?",
         "Start with 5. Double it. Take away 3.",  # no closing question
+        "Start with 5. Double it. Take away 3. What do you get. Add 1?",  # the question is not last
         "Start with 5. Square it. Add 3. What do you get?",  # an operation the domain lacks
         "Start with 5. Double it. Take away 3. What is the meaning of life?",
         "Double it. Start with 5. Add 1. What do you get?",

@@ -285,13 +285,13 @@ def parse_phrased(question: str, *, read_extra: bool = True) -> ParsedQuestion |
     """The start and operations of a question in any known phrasing; None when it is not one.
 
     Clauses may be separated by ``.``, ``;``, ``!``, commas or "and (then)"; letter case and
-    spaces are free; the question must end with a known closing question and a ``?``. With
-    ``read_extra=False`` only the two banks' forms count (what the policy was evaluated on).
+    spaces are free; the question must end with a known closing question (its ``?`` may be
+    missing). With ``read_extra=False`` only the two banks' forms count (what the policy was
+    evaluated on).
     """
     text = " ".join(question.split())
-    if not text.endswith("?"):
-        return None
-    clauses = [c for c in _CLAUSE_SPLIT.split(text[:-1]) if c and not _BARE_CONNECTIVE.match(c)]
+    text = text.rstrip("?").rstrip()  # a closing question typed without its "?" still counts
+    clauses = [c for c in _CLAUSE_SPLIT.split(text) if c and not _BARE_CONNECTIVE.match(c)]
     if len(clauses) < 3:
         return None
     start_res, op_res, end_res = _grammar(read_extra)
