@@ -38,19 +38,23 @@ def test_overlapped_searches_equal_lock_step(name, overlap):
     assert Ledger.total(r.ledger for r in over).policy_calls == searcher.last_ledger.policy_calls
 
 
-class _SlowPolicy(ScriptedPolicy):
-    """Records when each call runs; sleeps so calls of the two backends can meet."""
+def _timed(log: list, kind: str, call, requests):
+    """Run one backend call after a short sleep (so calls of the two backends can meet) and log
+    when and on which thread it ran."""
+    start = time.perf_counter()
+    time.sleep(0.02)
+    out = call(requests)
+    log.append((kind, start, time.perf_counter(), threading.get_ident()))
+    return out
 
+
+class _SlowPolicy(ScriptedPolicy):
     def __init__(self, script, log):
         super().__init__(script)
         self.log = log
 
     def generate(self, requests):
-        start = time.perf_counter()
-        time.sleep(0.02)
-        out = super().generate(requests)
-        self.log.append(("policy", start, time.perf_counter(), threading.get_ident()))
-        return out
+        return _timed(self.log, "policy", super().generate, requests)
 
 
 class _SlowScorer(ScriptedScorer):
@@ -59,11 +63,7 @@ class _SlowScorer(ScriptedScorer):
         self.log = log
 
     def score(self, requests):
-        start = time.perf_counter()
-        time.sleep(0.02)
-        out = super().score(requests)
-        self.log.append(("scorer", start, time.perf_counter(), threading.get_ident()))
-        return out
+        return _timed(self.log, "scorer", super().score, requests)
 
 
 def test_the_prm_scores_one_group_while_the_policy_generates_another():

@@ -98,28 +98,7 @@ class SearchTree:
         finish: str = "step",
     ) -> int:
         """Append one step below ``parent`` and return its id (unscored, not terminal)."""
-        if not 0 <= parent < len(self.parent):
-            raise IndexError(f"parent {parent} is not a node of this tree (size {len(self)})")
-        node = len(self.parent)
-        self.parent.append(parent)
-        self.depth.append(self.depth[parent] + 1)
-        self.step_text.append(step_text)
-        self.token_ids.append(tuple(token_ids))
-        self.logprob.append(float(logprob))
-        self.score.append(UNSCORED)
-        self.visits.append(0)
-        self.value_sum.append(0.0)
-        self.terminal.append(False)
-        self.truncated.append(False)
-        self.answer.append(None)
-        self.answer_group.append(NO_GROUP)
-        self.finish.append(finish)
-        self.path_min.append(UNSCORED)
-        self.path_sum.append(UNSCORED)
-        self.path_prod.append(UNSCORED)
-        self._children.append([])
-        self._children[parent].append(node)
-        return node
+        return self.add_steps([parent], [step_text], [token_ids], [logprob], [finish])
 
     def add_steps(
         self,

@@ -349,7 +349,7 @@ class Driver:
         groups = self._overlap_groups(len(jobs))
         parked = [jobs[g::groups] for g in range(groups)]
         to_generate: list[tuple[_Job, Expand]] = []
-        to_score: list[tuple[_Job, list, list[ScoreRequest]]] = []
+        to_score: list[tuple[_Job, list, list]] = []
 
         def advance(job: _Job) -> None:
             expand = self._advance(job)
@@ -372,21 +372,11 @@ class Driver:
                 if generating is None and to_generate:
                     batch = [(job, expand, self._requests(job, expand)) for job, expand in to_generate]
                     to_generate = []
-                    per_job = [(job, requests) for job, _, requests in batch]
                     self.stats.rounds += 1
-                    future = pool.submit(
-                        self._batched, per_job, self.policy.generate, self._check_generations, "policy"
-                    )
-                    generating = (future, batch)
+                    generating = (pool.submit(self._generate, batch), batch)
                 if scoring is None and to_score:
-                    batch = to_score
-                    to_score = []
-                    score_jobs = [(job, requests) for job, _, requests in batch]
-                    future = pool.submit(
-                        self._batched, score_jobs, self.scorer.score, self._check_scores, "scorer",
-                        self._score_each,
-                    )
-                    scoring = (future, batch)
+                    batch, to_score = to_score, []
+                    scoring = (pool.submit(self._score, batch), batch)
                 in_flight = [call[0] for call in (generating, scoring) if call is not None]
                 if not in_flight:
                     break
@@ -394,27 +384,21 @@ class Driver:
                 if generating is not None and generating[0].done():
                     future, batch = generating
                     generating = None
-                    generations = future.result()
-                    for job, expand, requests in batch:
-                        gens = generations.get(id(job))
-                        if gens is None:  # its generation failed: error recorded
+                    written = self._write_generations(batch, future.result())
+                    for job, _, _ in batch:
+                        if job.error is not None:  # its generation failed
                             finish(job)
-                            continue
-                        reply, spans, score_requests = self._write_children(job, expand, requests, gens)
-                        job.reply = reply
-                        if score:
-                            to_score.append((job, spans, score_requests))
-                        else:
+                    if score:
+                        to_score += written
+                    else:
+                        for job, _, _ in written:
                             advance(job)
                     release_group()
                 if scoring is not None and scoring[0].done():
                     future, batch = scoring
                     scoring = None
-                    scored = future.result()
-                    for job, spans, requests in batch:
-                        results = scored.get(id(job))
-                        if results is not None:
-                            self._write_scores(job, spans, requests, results)
+                    self._write_scored(batch, future.result())
+                    for job, _, _ in batch:
                         if job.error is not None:
                             finish(job)
                         else:
@@ -467,29 +451,42 @@ class Driver:
         """Generate every job's requests in one policy call, write the children, then score the
         new paths in one scorer call (skipped for a strategy that reads no scores: its steps
         keep NaN scores and its ledger no PRM compute)."""
-        per_job: list[tuple[_Job, list[GenerationRequest]]] = []
-        for job, expand in expanding:
-            per_job.append((job, self._requests(job, expand)))
-        generations = self._batched(per_job, self.policy.generate, self._check_generations, "policy")
-        score_jobs: list[tuple[_Job, list[ScoreRequest]]] = []
-        pending: dict[int, list[tuple[int, int]]] = {}
-        for (job, expand), (_, requests) in zip(expanding, per_job, strict=True):
+        batch = [(job, expand, self._requests(job, expand)) for job, expand in expanding]
+        written = self._write_generations(batch, self._generate(batch))
+        if score:
+            self._write_scored(written, self._score(written))
+
+    def _generate(self, batch: list[tuple[_Job, Any, list]]) -> dict[int, list]:
+        """One batched policy call for ``(job, expand, requests)`` triples (see `_batched`)."""
+        per_job = [(job, requests) for job, _, requests in batch]
+        return self._batched(per_job, self.policy.generate, self._check_generations, "policy")
+
+    def _score(self, batch: list[tuple[_Job, Any, list]]) -> dict[int, list]:
+        """One batched scorer call for ``(job, spans, requests)`` triples (see `_batched`)."""
+        per_job = [(job, requests) for job, _, requests in batch]
+        return self._batched(
+            per_job, self.scorer.score, self._check_scores, "scorer", recover=self._score_each
+        )
+
+    def _write_generations(self, batch, generations: dict[int, list]) -> list[tuple[_Job, list, list]]:
+        """Write each job's children and hand back ``(job, spans, score requests)`` for scoring;
+        a job whose generation failed (its error is set) is left out."""
+        written = []
+        for job, expand, requests in batch:
             gens = generations.get(id(job))
             if gens is None:
                 continue
             reply, spans, score_requests = self._write_children(job, expand, requests, gens)
             job.reply = reply
-            if score:
-                score_jobs.append((job, score_requests))
-                pending[id(job)] = spans
-        scored = self._batched(
-            score_jobs, self.scorer.score, self._check_scores, "scorer", recover=self._score_each
-        )
-        for job, requests in score_jobs:
+            written.append((job, spans, score_requests))
+        return written
+
+    def _write_scored(self, batch: list[tuple[_Job, list, list]], scored: dict[int, list]) -> None:
+        """Write the scores each job got back (a job whose scoring failed has its error set)."""
+        for job, spans, requests in batch:
             results = scored.get(id(job))
-            if results is None:
-                continue
-            self._write_scores(job, pending[id(job)], requests, results)
+            if results is not None:
+                self._write_scores(job, spans, requests, results)
 
     def _score_each(self, job: _Job, requests: list[ScoreRequest], exc: BaseException) -> list | None:
         """After a job's scoring failed because a path is longer than the PRM's context, score its
@@ -749,28 +746,19 @@ class Driver:
             if result is None:
                 self._end_too_long(job, last)
                 continue
-            try:
+            try:  # one new step (the common case) is checked in O(1)
                 if first == last:
-                    value = _last_score(request, result)
+                    values = [_last_score(request, result)]
                 else:
-                    scores = check_scores(request, result)
+                    values = check_scores(request, result)[first - last - 1 :]
             except Exception as exc:
                 job.error = f"scorer failed: {_describe(exc)}"
                 break
             computed += result.tokens_computed
             cached += result.tokens_cached
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
-            if first == last:  # one new step (SearchTree.set_score, inlined for the hot path)
-                up = parent[last]
-                score[last] = value
-                low = path_min[up]
-                path_min[last] = value if value < low else low
-                path_sum[last] = path_sum[up] + value
-                path_prod[last] = path_prod[up] * value
-                continue
-            count = last - first + 1
-            for node, value in zip(range(first, last + 1), scores[len(scores) - count :]):
-                up = parent[node]  # SearchTree.set_score, inlined (chains are scored root-first)
+            for node, value in zip(range(first, last + 1), values):
+                up = parent[node]  # SearchTree.set_score, inlined (paths are scored root-first)
                 score[node] = value
                 low = path_min[up]
                 path_min[node] = value if value < low else low
