@@ -198,9 +198,7 @@ def test_check_strategy_fails_on_a_mutable_or_unvalidated_config(strategies):
 
 
 def test_check_strategy_fails_when_a_prm_free_strategy_gets_scored(monkeypatch):
-    original = Driver._expand_round
-    always_scored = lambda self, expanding, score=True: original(self, expanding)  # noqa: E731
-    monkeypatch.setattr(Driver, "_expand_round", always_scored)
+    monkeypatch.setattr(Driver, "_wants_scores", staticmethod(lambda job: True))
     with pytest.raises(ConformanceError, match="needs_scores is False but the PRM was called"):
         check_strategy("self_consistency")
     check_strategy("beam")  # a strategy that reads scores is unaffected

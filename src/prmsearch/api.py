@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from prmsearch.scorers.base import SCORERS, Scorer, make_scorer
 from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, as_strategy
+from prmsearch.search.session import DriverSession
 from prmsearch.seeding import problem_seed
 
 
@@ -134,6 +137,7 @@ class Searcher:
         solution_max_tokens: int = 2048,
         stop_on_answer: bool = True,
         overlap: int = 1,
+        schedule: str = "auto",
         seed: int = 0,
         matcher: AnswerMatcher | None = None,
         annotate: Callable[[str], str | None] | None = None,
@@ -148,6 +152,7 @@ class Searcher:
             solution_max_tokens=solution_max_tokens,
             stop_on_answer=stop_on_answer,
             overlap=overlap,
+            schedule=schedule,
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()
@@ -191,6 +196,71 @@ class Searcher:
     def __call__(self, question: str) -> SearchResult:
         """Search one question."""
         return self.run([question])[0]
+
+    def session(self) -> SearchSession:
+        """An open search that questions join as they come (a server's, or a caller's that gets
+        questions one at a time): concurrent questions share the backends' batches.
+
+        Example::
+
+            with searcher.session() as session:
+                futures = [session.submit(q) for q in questions]   # from any threads
+                answers = [f.result().answer for f in futures]
+        """
+        return SearchSession(self)
+
+
+class SearchSession:
+    """A `Searcher`'s open search (see `Searcher.session`); close it, or use it in ``with``."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+        driver = Driver(searcher.policy, searcher.scorer, searcher.config, searcher.matcher)
+        self._session = DriverSession(driver, annotate=searcher.annotate)
+
+    def __enter__(self) -> SearchSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pending(self) -> int:
+        """Questions submitted and not finished yet."""
+        return self._session.pending
+
+    def submit(
+        self,
+        question: str,
+        *,
+        seed: int | None = None,
+        strategy: str | BoundStrategy | None = None,
+        **options: Any,
+    ) -> Future:
+        """Add a question to the running search; a ``Future`` of its `SearchResult`.
+
+        ``strategy`` and ``options`` (``n=8``, ``width=2``...) override the searcher's for this
+        question only; ``seed`` defaults to the searcher's seed mixed with the question, as in
+        `Searcher.run`. Cancelling the future drops the question's remaining work.
+        """
+        check_questions([question])
+        bound = self.searcher.strategy
+        if strategy is not None:
+            bound = as_strategy(strategy, options)
+        elif options:  # the searcher's strategy and options, these ones changed
+            current = {f.name: getattr(bound.config, f.name) for f in dataclasses.fields(bound.config)}
+            bound = bound.spec.configure(**{**current, **options})
+        if seed is None:
+            seed = problem_seed(self.searcher.seed, question)
+        return self._session.submit(question, bound, seed)
+
+    def solve(self, question: str, **kwargs: Any) -> SearchResult:
+        """Submit one question and wait for its result."""
+        return self.submit(question, **kwargs).result()
+
+    def close(self, wait: bool = True) -> None:
+        """Take no more questions; with ``wait``, return once the submitted ones have finished."""
+        self._session.close(wait)
 
 
 def solve(

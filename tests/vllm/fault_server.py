@@ -6,7 +6,9 @@ It answers the plain arithmetic-style prompt ``question\\n\\n step\\n\\n ...`` w
 * ``fail_first``: the first k requests get HTTP 500;
 * ``mode``: ``"ok"``, ``"500"`` (always), ``"malformed"`` (invalid JSON), ``"hang"`` (sleeps
   ``hang_s`` before answering), ``"one_choice"`` (ignores ``n``);
-* prompts containing ``POISON`` always get HTTP 500 (a per-problem failure).
+* prompts containing ``POISON`` always get HTTP 500 (a per-problem failure);
+* ``delay_s``: every answer waits that long; ``most_in_flight`` and ``connections`` record how
+  many requests were served at once and over how many client connections.
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ class FaultServer:
         self.mode = "ok"
         self.fail_first = 0
         self.hang_s = 3.0
+        self.delay_s = 0.0  # every answer waits this long (so that requests overlap)
+        self.in_flight = self.most_in_flight = 0
+        self.connections: set[tuple[str, int]] = set()  # client (host, port) pairs seen
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -39,7 +46,15 @@ class FaultServer:
                     outer.requests.append(body)
                     outer.headers.append(dict(self.headers))
                     count = len(outer.requests)
-                status, payload = outer.answer(body, count)
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                    outer.connections.add(self.client_address)
+                try:
+                    time.sleep(outer.delay_s)
+                    status, payload = outer.answer(body, count)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
                 if status == -1:  # hang: answer late (the client has given up by then)
                     time.sleep(outer.hang_s)
                     status, payload = 200, json.dumps(outer.completion(body)).encode()
@@ -61,6 +76,8 @@ class FaultServer:
     def reset(self, mode: str = "ok", fail_first: int = 0) -> None:
         with self._lock:
             self.mode, self.fail_first = mode, fail_first
+            self.delay_s, self.most_in_flight = 0.0, 0
+            self.connections.clear()
             self.requests.clear()
             self.headers.clear()
 

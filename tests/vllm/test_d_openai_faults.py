@@ -146,3 +146,51 @@ def test_config_errors_name_the_field():
         OpenAIPolicyConfig("http://x/v1", "m", max_retries=-1)
     with pytest.raises(ValueError, match="chat template"):
         OpenAIPolicy("http://x/v1", "m", prompt_format="chat")
+
+
+def test_concurrent_calls_share_one_pool_and_its_concurrency_limit(fault):
+    import threading
+
+    fault.reset()
+    fault.delay_s = 0.02
+    policy = _policy(fault, max_concurrency=3)
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(policy.generate([_req(1), _req(1)])))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert len(out) == 8 and len(fault.requests) == 16
+    assert fault.most_in_flight == 3  # the limit holds across the 8 callers together
+    assert len(fault.connections) <= 3  # ... over at most that many kept-alive connections
+    policy.close()
+    assert policy.generate([_req(1)])[0].samples  # a closed policy opens new connections
+
+
+def test_a_policy_pickles_without_its_connections(fault):
+    import pickle
+
+    fault.reset()
+    policy = _policy(fault)
+    policy.generate([_req(1)])
+    copy = pickle.loads(pickle.dumps(policy))
+    assert copy.generate([_req(2)])[0].samples[1].text == "step 1 variant 1"
+
+
+def test_async_and_lock_step_runs_give_the_same_results_over_http(fault):
+    from prmsearch.api import Searcher
+
+    fault.reset()
+    fault.delay_s = 0.005
+    questions = [Q, "Start with 1. Add 1. What is the result?", "Start with 2. Add 2. What?"]
+    runs = {}
+    for schedule in ("rounds", "async"):
+        searcher = Searcher(_policy(fault), HalfScorer(), "beam", n=4, width=2, max_depth=6,
+                            schedule=schedule)
+        runs[schedule] = (searcher.run(questions), searcher.last_stats)
+    (lock, lock_stats), (flow, flow_stats) = runs["rounds"], runs["async"]
+    assert [r.tree for r in lock] == [r.tree for r in flow]
+    assert [r.ledger.to_dict() | {"wall_s": 0} for r in lock] == \
+        [r.ledger.to_dict() | {"wall_s": 0} for r in flow]
+    assert flow_stats.policy_batches == 3 * lock_stats.policy_batches  # one call per problem

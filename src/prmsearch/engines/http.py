@@ -1,9 +1,14 @@
 """Async JSON POSTs with bounded concurrency, timeouts and retries with exponential backoff.
 
-Used by the OpenAI-compatible and SGLang HTTP policies. One call to :func:`post_all` sends a
-whole batch of bodies concurrently (at most ``max_concurrency`` in flight) and returns the
-decoded JSON objects in order, or raises :class:`ServerError` after the retries of the first
-body that could not be served (:class:`ServerTimeout` when its last attempt timed out). Each
+Used by the OpenAI-compatible and SGLang HTTP policies. A :class:`PostSession` keeps one event
+loop thread and one connection pool for a backend's whole life; its ``post`` sends a batch of
+bodies concurrently and returns the decoded JSON objects in order, or raises
+:class:`ServerError` after the retries of the first body that could not be served
+(:class:`ServerTimeout` when its last attempt timed out). ``post`` may be called from many
+threads at once (the search driver sends each problem's requests as their own call): every
+call shares the session's ``max_concurrency`` requests in flight, so the server sees a steady
+stream and the client never opens more connections than that. :func:`post_all` is the one-shot
+form (its own loop and pool for one batch). Each
 body is retried on its own: a body that failed is sent again, the ones already answered never
 are. What is retried: timeouts, connection errors (a server that is down or restarting), HTTP
 408/409/429 and 5xx, and bodies that are not JSON (a truncated or malformed answer). Other 4xx
@@ -20,10 +25,12 @@ put in the ``Authorization`` header only and never appears in errors, reprs or l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,27 +158,135 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
     raise ServerError(message)
 
 
-async def _post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],
-                    retry: RetryPolicy, check: Callable[[Any], None] | None) -> list[Any]:
+def _client(headers: Mapping[str, str], retry: RetryPolicy) -> Any:
+    """An async client whose pool holds as many connections as requests may be in flight (a
+    request never waits in the pool: with more waiting than connections, httpx spends its time
+    matching requests to connections)."""
     import httpx
 
-    gate = asyncio.Semaphore(retry.max_concurrency)
     limits = httpx.Limits(max_connections=retry.max_concurrency,
                           max_keepalive_connections=retry.max_concurrency)
-    async with httpx.AsyncClient(headers=dict(headers), timeout=httpx.Timeout(retry.timeout),
-                                 limits=limits) as client:
+    return httpx.AsyncClient(headers=dict(headers), timeout=httpx.Timeout(retry.timeout), limits=limits)
 
-        async def one(body: Mapping[str, Any]) -> Any:
-            async with gate:
-                return await _post_one(client, url, body, retry, check)
 
-        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
+async def _gather_posts(client: Any, gate: asyncio.Semaphore, url: str,
+                        bodies: Sequence[Mapping[str, Any]], retry: RetryPolicy,
+                        check: Callable[[Any], None] | None) -> list[Any]:
+    """Every body through ``gate``; the answers in order. A failure cancels the batch's other
+    requests, so nothing keeps running behind the caller."""
+
+    async def one(body: Mapping[str, Any]) -> Any:
+        async with gate:
+            return await _post_one(client, url, body, retry, check)
+
+    tasks = [asyncio.ensure_future(one(b)) for b in bodies]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],
+                    retry: RetryPolicy, check: Callable[[Any], None] | None) -> list[Any]:
+    async with _client(headers, retry) as client:
+        gate = asyncio.Semaphore(retry.max_concurrency)
+        return await _gather_posts(client, gate, url, bodies, retry, check)
+
+
+class PostSession:
+    """One background event loop and one connection pool, shared by every batch a backend sends.
+
+    Why: a new loop and pool per batch costs connection set-up every driver round, and a pool
+    that many concurrent callers share through one gate keeps the requests in flight at
+    ``retry.max_concurrency`` however many problems post at once. The loop thread starts on the
+    first ``post`` (and again after a fork or unpickling: the session pickles as its settings
+    only); ``close`` stops it. The headers (the API key) are never shown by ``repr``.
+    """
+
+    def __init__(self, headers: Mapping[str, str], retry: RetryPolicy) -> None:
+        self._headers = dict(headers)
+        self.retry = retry
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._gate: asyncio.Semaphore | None = None
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"PostSession(max_concurrency={self.retry.max_concurrency}, running={self.running})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"headers": self._headers, "retry": self.retry}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["headers"], state["retry"])
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop thread is up (in this process)."""
+        return self._thread is not None and self._thread.is_alive() and self._pid == os.getpid()
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if not self.running:
+                self._reset()  # a forked child inherits a dead thread: start afresh
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="prmsearch-http", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            assert self._loop is not None
+            return self._loop
+
+    async def _post(self, url: str, bodies: Sequence[Mapping[str, Any]],
+                    check: Callable[[Any], None] | None) -> list[Any]:
+        if self._client is None:  # made on the loop thread, used only there
+            self._client = _client(self._headers, self.retry)
+            self._gate = asyncio.Semaphore(self.retry.max_concurrency)
+        assert self._gate is not None
+        return await _gather_posts(self._client, self._gate, url, bodies, self.retry, check)
+
+    def submit(self, url: str, bodies: Sequence[Mapping[str, Any]],
+               check: Callable[[Any], None] | None = None) -> Future:
+        """Start posting ``bodies``; a future of their JSON answers in order (see `post_all`)."""
+        if not bodies:
+            done: Future = Future()
+            done.set_result([])
+            return done
+        return asyncio.run_coroutine_threadsafe(self._post(url, list(bodies), check), self._started())
+
+    def post(self, url: str, bodies: Sequence[Mapping[str, Any]],
+             check: Callable[[Any], None] | None = None) -> list[Any]:
+        """POST every body concurrently and wait: the answers in order, or the batch's error.
+        Safe from any thread except the session's own loop."""
+        future = self.submit(url, bodies, check)
         try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:  # a failure cancels the rest: nothing keeps running behind us
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            return future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt: stop the batch's requests too
+            raise
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread (a later ``post`` starts a new one)."""
+        with self._lock:
+            loop, thread, client = self._loop, self._thread, self._client
+            if loop is None or thread is None or not thread.is_alive() or self._pid != os.getpid():
+                self._reset()
+                return
+            if client is not None:
+                # a connection that will not close is dropped with the loop
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=10)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            if not thread.is_alive():
+                loop.close()
+            self._reset()
 
 
 def post_all(url: str, bodies: Sequence[Mapping[str, Any]], headers: Mapping[str, str],

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import enum
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
-from prmsearch.engines.http import RetryPolicy, auth_headers, post_all
+from prmsearch.engines.http import PostSession, RetryPolicy, auth_headers
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
 from prmsearch.policies.vllm_output import step_output
 
@@ -192,11 +193,30 @@ class OpenAIPolicy:
         self._eos_ids = frozenset([tokenizer.eos_token_id]) if tokenizer is not None and \
             tokenizer.eos_token_id is not None else frozenset()
         self._split = cfg.n_mode is NMode.SPLIT
-        self._headers = auth_headers(cfg.api_key_env)
+        self._session = PostSession(auth_headers(cfg.api_key_env), cfg.retry())
+        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
         self.url = f"{cfg.base_url}/completions"
+
+    #: ``generate`` may be called from several threads at once, each call served as it comes
+    #: (the server batches across requests): the driver then sends each problem's requests as
+    #: their own call and advances the problem as soon as they return.
+    parallel_calls = True
+
+    def close(self) -> None:
+        """Close the connections (a later call opens new ones)."""
+        self._session.close()
 
     def __repr__(self) -> str:  # never shows headers (the API key)
         return f"OpenAIPolicy(base_url={self.config.base_url!r}, model={self.config.model!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_tokenizer_lock"]  # a lock does not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._tokenizer_lock = threading.Lock()
 
     @property
     def num_parameters(self) -> int:
@@ -255,8 +275,10 @@ class OpenAIPolicy:
 
     # ---------------------------------------------------------------------------- generate
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """One :class:`Generation` per request, in order; all HTTP calls of the batch at once."""
-        prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
+        """One :class:`Generation` per request, in order; all HTTP calls of the batch at once.
+        Thread-safe: concurrent calls share the session's connections and concurrency limit."""
+        with self._tokenizer_lock:
+            prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
         plan: list[tuple[int, list[int]]] = []  # (request index, sample indices) per HTTP body
         bodies: list[dict[str, Any]] = []
         for i, p in enumerate(prepared):
@@ -277,10 +299,11 @@ class OpenAIPolicy:
             for k, choice in zip(wanted, choices):
                 got[i][k] = choice
         self._top_up(prepared, got, usage)
-        return [self._generation(p, got[i], usage[i]) for i, p in enumerate(prepared)]
+        with self._tokenizer_lock:
+            return [self._generation(p, got[i], usage[i]) for i, p in enumerate(prepared)]
 
     def _post(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return post_all(self.url, bodies, self._headers, self.config.retry(), check_completion)
+        return self._session.post(self.url, bodies, check_completion)
 
     def _top_up(self, prepared: list[_Prepared], got: list[dict[int, dict[str, Any]]],
                 usage: list[list[dict[str, Any]]]) -> None:

@@ -35,13 +35,20 @@ How a driver round reaches the engine:
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
-from prmsearch.engines.http import RetryPolicy, ServerError, ServerTimeout, auth_headers, post_all
+from prmsearch.engines.http import (
+    PostSession,
+    RetryPolicy,
+    ServerError,
+    ServerTimeout,
+    auth_headers,
+)
 from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
 from prmsearch.policies.vllm_output import step_output
@@ -51,7 +58,7 @@ SEED_MASK = (1 << 62) - 1
 
 def check_generate(data: Any) -> None:
     """Raise ``ValueError`` naming the field when a native ``/generate`` answer lacks what this
-    backend reads (:func:`~prmsearch.engines.http.post_all` then retries it as malformed)."""
+    backend reads (the HTTP session then retries it as malformed)."""
     items = data if isinstance(data, list) else [data]
     for i, item in enumerate(items):
         _check_output(i, item)
@@ -164,7 +171,8 @@ class SGLangPolicy:
         self.max_length = engine.get("context_length") or read_config(folder).get("max_position_embeddings")
         self.http = SGLangHTTPOptions(max_prompts_per_request, max_concurrency)
         self.retry = _retry_policy(retry, max_concurrency)
-        self._headers = auth_headers(api_key_env)
+        self._session = PostSession(auth_headers(api_key_env), self.retry)
+        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
         self.base_url = base_url.rstrip("/") if base_url else None
         self.engine = None
         if self.base_url is None:
@@ -178,15 +186,31 @@ class SGLangPolicy:
         elif engine:
             raise ValueError(f"engine arguments {sorted(engine)} apply to the offline engine only")
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_tokenizer_lock"]  # a lock does not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._tokenizer_lock = threading.Lock()
+
     @property
     def num_parameters(self) -> int:
         return self._num_parameters
 
+    @property
+    def parallel_calls(self) -> bool:
+        """Over HTTP, ``generate`` may be called from several threads at once (the server batches
+        across requests), so the driver advances each problem on its own; offline it may not."""
+        return self.engine is None
+
     def close(self) -> None:
-        """Shut the offline engine down."""
+        """Shut the offline engine down, or close the HTTP connections."""
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+        self._session.close()
 
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
         """The prompt's token ids (the same text and tokenizer as the other backends)."""
@@ -217,7 +241,8 @@ class SGLangPolicy:
         owners: list[int] = []
         lengths: list[int] = []
         for i, req in enumerate(requests):
-            ids = self.prompt_ids(req.question, req.steps, req.sampling.delimiter)
+            with self._tokenizer_lock:
+                ids = self.prompt_ids(req.question, req.steps, req.sampling.delimiter)
             max_new = req.sampling.max_new_tokens
             if self.max_length:
                 if len(ids) >= self.max_length:
@@ -238,8 +263,9 @@ class SGLangPolicy:
         grouped: list[list[dict[str, Any]]] = [[] for _ in requests]
         for owner, out in zip(owners, outputs, strict=True):
             grouped[owner].append(out)
-        return [self._generation(req, outs, n_prompt)
-                for req, outs, n_prompt in zip(requests, grouped, lengths, strict=True)]
+        with self._tokenizer_lock:
+            return [self._generation(req, outs, n_prompt)
+                    for req, outs, n_prompt in zip(requests, grouped, lengths, strict=True)]
 
     def _call(self, prompts: list[list[int]], params: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.engine is not None:
@@ -254,7 +280,7 @@ class SGLangPolicy:
         bodies = [{"input_ids": prompts[a:b], "sampling_params": params[a:b], "return_logprob": True}
                   for a, b in spans]
         try:
-            answers = post_all(url, bodies, self._headers, self.retry, check_generate)
+            answers = self._session.post(url, bodies, check_generate)
         except ServerTimeout as exc:
             raise ServerTimeout(self._timeout_message(exc), url=url, timeout=exc.timeout,
                                 attempts=exc.attempts) from exc

@@ -13,10 +13,12 @@ at once, so a sweep notices a dead server in seconds, not after every problem's 
 from __future__ import annotations
 
 import gc
+import queue
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,11 +30,18 @@ from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores, check_scores
 from prmsearch.search.aggregation import Aggregation, path_score
+from prmsearch.search.lanes import Lane
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand
 from prmsearch.search.selection import Vote, tally
 from prmsearch.seeding import mix_seed
 from prmsearch.tree import ROOT, SearchTree
+
+#: how problems move through the backends (see `RunConfig.schedule`)
+SCHEDULES = ("auto", "rounds", "async")
+
+#: most policy calls in flight at once when each problem's requests are their own call
+PARALLEL_CALLS = 128
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,19 @@ class RunConfig:
         max_depth: steps after which a path is cut off (marked terminal and truncated).
         solution_max_tokens: token limit for whole-solution requests (best-of-N family).
         stop_on_answer: a step containing a final ``\\boxed{}`` answer ends the path.
-        overlap: split the problems into ``overlap`` groups that take turns, so that the PRM
-            scores one group's new steps while the policy generates another's (1: lock step,
-            every problem waits for the whole round). Each problem's search stays the same for
-            its seed when the backends' samples do not depend on batch composition (the scripted
-            and transformers backends, vLLM with per-request seeds); see `Driver`.
+        schedule: how problems move through the backends. ``"rounds"``: in rounds, every
+            problem waiting for the whole round's generation and then its scoring (lock step).
+            ``"async"``: each problem advances as soon as its own steps come back; its requests
+            are their own policy call when the policy takes parallel calls (the HTTP server
+            backends), else they join whatever else waits whenever the policy is free, and the
+            PRM scores whatever waits whenever it is free, so the two backends work at once.
+            ``"auto"`` (default): async when the policy takes parallel calls, else rounds.
+        overlap: start the problems in ``overlap`` groups that take turns, so that the PRM scores
+            one group's new steps while the policy generates another's (1: one group; more than
+            1 implies the async schedule for batching backends).
+        Each problem's search stays the same for its seed under every schedule when the backends'
+        samples do not depend on batch composition (the scripted and transformers backends,
+        vLLM with per-request seeds); see `Driver`.
     """
 
     sampling: SamplingParams = field(default_factory=SamplingParams)
@@ -56,10 +73,13 @@ class RunConfig:
     solution_max_tokens: int = 2048
     stop_on_answer: bool = True
     overlap: int = 1
+    schedule: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampling, SamplingParams):
             raise ValueError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in ("max_depth", "solution_max_tokens", "overlap"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -178,12 +198,16 @@ class _Job:
         "reply",
         "seed",
         "started",
+        "strategy",
+        "ticket",
         "too_long",
         "tree",
     )
 
     def __init__(self, index: int, question: str, strategy: BoundStrategy, seed: int) -> None:
         self.index = index
+        self.strategy = strategy
+        self.ticket: Any = None  # the Future a session hands its caller (None in a plain run)
         self.tree = SearchTree(question)
         self.seed = seed
         self.gen = strategy.start(self.tree, np.random.default_rng(seed))
@@ -288,21 +312,34 @@ class Driver:
         active = [_Job(i, q, strategy, int(s)) for i, (q, s) in enumerate(zip(questions, seeds))]
 
         def finish(job: _Job) -> None:
-            result = self._result(job, strategy)
+            result = self._result(job)
             results[job.index] = result
             if on_result is not None:
                 on_result(job.index, result)
 
         with fewer_gc_pauses():
-            if self._overlap_groups(len(active)) > 1:
-                self._overlapped_loop(active, strategy, finish)
+            if self.asynchronous(len(active)):
+                self._flow(active, finish)
             else:
-                self._loop(active, strategy, finish)
+                self._loop(active, finish)
         self.stats.wall_s += time.perf_counter() - start
         return [r for r in results if r is not None]
 
-    def _loop(self, active: list[_Job], strategy: BoundStrategy, finish: Callable[[_Job], None]) -> None:
-        """Rounds until every job has finished or failed."""
+    def asynchronous(self, problems: int) -> bool:
+        """Whether a run of ``problems`` problems uses the asynchronous flow (see
+        `RunConfig.schedule`) rather than lock-step rounds."""
+        schedule = self.config.schedule
+        if schedule == "async" or self._overlap_groups(problems) > 1:
+            return True
+        return schedule == "auto" and self._parallel_policy()
+
+    def _parallel_policy(self) -> bool:
+        """Whether the policy takes concurrent calls (``parallel_calls``), so that each problem's
+        requests can be their own call; never when one object is policy and scorer."""
+        return bool(getattr(self.policy, "parallel_calls", False)) and self.policy is not self.scorer
+
+    def _loop(self, active: list[_Job], finish: Callable[[_Job], None]) -> None:
+        """Lock-step rounds until every job has finished or failed."""
         while active:
             self.stats.rounds += 1
             expanding: list[tuple[_Job, Expand]] = []
@@ -315,7 +352,7 @@ class Driver:
             active = [job for job, _ in expanding]
             if not active:
                 break
-            self._expand_round(expanding, score=strategy.needs_scores)
+            self._expand_round(expanding)
             still = []
             for job in active:
                 if job.error is not None:
@@ -325,84 +362,111 @@ class Driver:
             active = still
 
     def _overlap_groups(self, jobs: int) -> int:
-        """How many groups take turns (1 = lock step): never more than there are problems, and
-        1 when one object is both policy and scorer (its calls must not run at once)."""
+        """How many groups take turns (1 = all at once): never more than there are problems,
+        and 1 when one object is both policy and scorer (its calls must not run at once)."""
         if self.policy is self.scorer:
             return 1
         return max(1, min(self.config.overlap, jobs))
 
-    def _overlapped_loop(
-        self, jobs: list[_Job], strategy: BoundStrategy, finish: Callable[[_Job], None]
+    def _flow(
+        self,
+        jobs: list[_Job],
+        finish: Callable[[_Job], None],
+        events: queue.SimpleQueue | None = None,
+        accepting: bool = False,
     ) -> None:
-        """Generation and scoring at once, for different problems.
+        """The asynchronous flow: every problem advances as soon as its own results return.
 
-        The problems start in ``overlap`` groups; the first generates alone, and each time a
-        generation comes back the next parked group joins. From then on a problem goes to the
-        policy as soon as its steps are scored and to the scorer as soon as its steps are
-        generated, and each backend takes everything waiting for it whenever it is free, in one
-        batched call on its own worker thread. Tree writes, strategy steps and the ledger stay
-        on this thread; a job is only ever in one backend call at a time.
+        A problem goes to the policy's lane as soon as its steps are scored, and to the
+        scorer's lane as soon as its steps are generated; a lane calls its backend on a worker
+        thread (see :class:`~prmsearch.search.lanes.Lane`). With a batching policy the problems
+        start in ``overlap`` groups, the next joining each time the policy has nothing in flight.
+        Tree writes, strategy steps and the ledger stay on this thread; a job is in at most one
+        backend call at a time. With ``accepting`` the flow also takes ``("job", job)`` events
+        (problems joining mid-run) until a ``("close",)`` event, and a job whose ``ticket`` was
+        cancelled is dropped when it would advance.
         """
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        events = events if events is not None else queue.SimpleQueue()
+        parallel = self._parallel_policy()
+        groups = 1 if parallel else self._overlap_groups(len(jobs))
+        shared = self.policy is self.scorer  # one object: its calls take turns on one thread
+        workers = PARALLEL_CALLS if parallel else 1
+        with (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prmsearch-policy") as policy_pool,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmsearch-scorer") as scorer_pool,
+        ):
+            generating = Lane("generated", self._generate, events, policy_pool, parallel)
+            scoring = Lane("scored", self._score, events, policy_pool if shared else scorer_pool, False)
+            parked = [jobs[g::groups] for g in range(groups)] if jobs else []
 
-        score = strategy.needs_scores
-        groups = self._overlap_groups(len(jobs))
-        parked = [jobs[g::groups] for g in range(groups)]
-        to_generate: list[tuple[_Job, Expand]] = []
-        to_score: list[tuple[_Job, list, list]] = []
-
-        def advance(job: _Job) -> None:
-            expand = self._advance(job)
-            if expand is None:
+            def dropped(job: _Job) -> bool:
+                """A job whose caller cancelled it ends here (no more work for it)."""
+                if job.ticket is None or not job.ticket.cancelled():
+                    return False
+                job.error = "cancelled: the caller stopped waiting"
                 finish(job)
-            else:
-                to_generate.append((job, expand))
+                return True
 
-        def release_group() -> None:
-            if parked:
-                for job in parked.pop(0):
-                    advance(job)
+            def advance(job: _Job) -> None:
+                if dropped(job):
+                    return
+                expand = self._advance(job)
+                if expand is None:
+                    finish(job)
+                else:
+                    generating.put((job, expand, self._requests(job, expand)))
 
-        release_group()
-        generating = scoring = None  # (future, batch) of the call in flight, if any
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prmsearch-driver") as pool:
-            while True:
-                if generating is None and not to_generate and parked:
-                    release_group()  # nothing else for the policy to do
-                if generating is None and to_generate:
-                    batch = [(job, expand, self._requests(job, expand)) for job, expand in to_generate]
-                    to_generate = []
-                    self.stats.rounds += 1
-                    generating = (pool.submit(self._generate, batch), batch)
-                if scoring is None and to_score:
-                    batch, to_score = to_score, []
-                    scoring = (pool.submit(self._score, batch), batch)
-                in_flight = [call[0] for call in (generating, scoring) if call is not None]
-                if not in_flight:
-                    break
-                wait(in_flight, return_when=FIRST_COMPLETED)
-                if generating is not None and generating[0].done():
-                    future, batch = generating
-                    generating = None
-                    written = self._write_generations(batch, future.result())
-                    for job, _, _ in batch:
-                        if job.error is not None:  # its generation failed
-                            finish(job)
-                    if score:
-                        to_score += written
+            try:
+                while True:
+                    if parked and generating.idle and (not shared or scoring.idle):
+                        for job in parked.pop(0):
+                            advance(job)
+                    if not (shared and scoring.in_flight):
+                        if accepting:  # a session's callers may have cancelled waiting jobs
+                            generating.waiting = [e for e in generating.waiting if not dropped(e[0])]
+                        self.stats.rounds += generating.pump()
+                    if not (shared and generating.in_flight):
+                        scoring.pump()
+                    if generating.idle and scoring.idle and not parked and not accepting:
+                        break
+                    event = events.get()
+                    kind = event[0]
+                    if kind == "job":
+                        advance(event[1])
+                    elif kind == "close":
+                        accepting = False
+                    elif kind == "generated":
+                        generating.finished()
+                        items = event[1]
+                        written = self._write_generations(items, event[2].result())
+                        for job, _, _ in items:
+                            if job.error is not None:  # its generation failed
+                                finish(job)
+                        for entry in written:
+                            if self._wants_scores(entry[0]):
+                                scoring.put(entry)
+                            else:
+                                advance(entry[0])
                     else:
-                        for job, _, _ in written:
-                            advance(job)
-                    release_group()
-                if scoring is not None and scoring[0].done():
-                    future, batch = scoring
-                    scoring = None
-                    self._write_scored(batch, future.result())
-                    for job, _, _ in batch:
-                        if job.error is not None:
-                            finish(job)
-                        else:
-                            advance(job)
+                        scoring.finished()
+                        items = event[1]
+                        self._write_scored(items, event[2].result())
+                        for job, _, _ in items:
+                            if job.error is not None:
+                                finish(job)
+                            else:
+                                advance(job)
+            finally:
+                self.stats.policy_batches += generating.calls
+                self.stats.scorer_batches += scoring.calls
+                self.stats.policy_s += generating.busy_s
+                self.stats.scorer_s += scoring.busy_s
+
+    @staticmethod
+    def _wants_scores(job: _Job) -> bool:
+        """Whether a job's new steps are scored (a strategy that reads no scores skips the PRM:
+        its steps keep NaN scores and its ledger no PRM compute)."""
+        return job.strategy.needs_scores
 
     def _advance(self, job: _Job) -> Expand | None:
         """Resume a strategy; None when it finished (choice set) or failed (error set)."""
@@ -447,14 +511,22 @@ class Driver:
                 raise ValueError(f"strategy asked for {count} children of node {node}")
 
     # ------------------------------------------------------------------ one round
-    def _expand_round(self, expanding: list[tuple[_Job, Expand]], score: bool = True) -> None:
+    def _expand_round(self, expanding: list[tuple[_Job, Expand]]) -> None:
         """Generate every job's requests in one policy call, write the children, then score the
-        new paths in one scorer call (skipped for a strategy that reads no scores: its steps
-        keep NaN scores and its ledger no PRM compute)."""
+        new paths in one scorer call (only the jobs that want scores: see `_wants_scores`)."""
         batch = [(job, expand, self._requests(job, expand)) for job, expand in expanding]
-        written = self._write_generations(batch, self._generate(batch))
-        if score:
-            self._write_scored(written, self._score(written))
+        started = time.perf_counter()
+        generations = self._generate(batch)
+        self.stats.policy_batches += 1
+        self.stats.policy_s += time.perf_counter() - started
+        written = [entry for entry in self._write_generations(batch, generations)
+                   if self._wants_scores(entry[0])]
+        if written:
+            started = time.perf_counter()
+            scored = self._score(written)
+            self.stats.scorer_batches += 1
+            self.stats.scorer_s += time.perf_counter() - started
+            self._write_scored(written, scored)
 
     def _generate(self, batch: list[tuple[_Job, Any, list]]) -> dict[int, list]:
         """One batched policy call for ``(job, expand, requests)`` triples (see `_batched`)."""
@@ -541,7 +613,6 @@ class Driver:
         if not flat:
             return {}
         out: dict[int, list] = {}
-        started = time.perf_counter()
         try:
             results = call(flat)
             check(flat, results)
@@ -575,13 +646,6 @@ class Driver:
                 for job, requests in per_job:  # the jobs a down server left untried
                     if id(job) not in out and job.error is None:
                         fail(job, requests, exc)
-        elapsed = time.perf_counter() - started
-        if what == "policy":
-            self.stats.policy_batches += 1
-            self.stats.policy_s += elapsed
-        else:
-            self.stats.scorer_batches += 1
-            self.stats.scorer_s += elapsed
         return out
 
     @staticmethod
@@ -769,8 +833,8 @@ class Driver:
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
 
     # ------------------------------------------------------------------ results
-    def _result(self, job: _Job, strategy: BoundStrategy) -> SearchResult:
-        tree = job.tree
+    def _result(self, job: _Job) -> SearchResult:
+        tree, strategy = job.tree, job.strategy
         job.ledger.wall_s = time.perf_counter() - job.started
         choice = job.choice
         node = choice.node if choice is not None else ROOT

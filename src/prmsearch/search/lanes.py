@@ -1,0 +1,73 @@
+"""Backend lanes: where the driver's calls to one backend wait and run, off the driver's thread.
+
+A lane holds the work waiting for its backend and decides when to call it. A *batching* lane
+sends everything waiting in one call whenever its backend is free (an in-process model, which
+is fastest on full batches); a *parallel* lane sends each item as its own call at once (a
+server that batches across requests by itself, so that one problem's slow step delays nobody
+else). A finished call is posted to the driver's event queue as ``(kind, items, future)``.
+Lanes are used from the driver's thread only; the calls run on the lane's thread pool.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+
+class Lane:
+    """The calls of one backend: what waits, what runs, and how long the backend was busy.
+
+    Args:
+        kind: the event name posted when a call finishes (``"generated"``, ``"scored"``).
+        call: runs one call on a list of items (on a pool thread) and returns its results.
+        events: the driver's event queue.
+        pool: the threads the calls run on.
+        parallel: one call per item, sent at once (else one call for all waiting items, and
+            only while no other call of this lane runs).
+    """
+
+    def __init__(self, kind: str, call: Callable[[list], Any], events: queue.SimpleQueue,
+                 pool: Executor, parallel: bool) -> None:
+        self.kind = kind
+        self.call = call
+        self.events = events
+        self.pool = pool
+        self.parallel = parallel
+        self.waiting: list = []
+        self.in_flight = 0
+        self.calls = 0
+        self.busy_s = 0.0  # time with at least one call of this lane running
+        self._busy_since = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting and nothing running."""
+        return not self.waiting and not self.in_flight
+
+    def put(self, item: Any) -> None:
+        """Queue one item for the next call."""
+        self.waiting.append(item)
+
+    def pump(self) -> int:
+        """Start the calls the lane's rule allows now; returns how many were started."""
+        if not self.waiting or (self.in_flight and not self.parallel):
+            return 0
+        batches = [[item] for item in self.waiting] if self.parallel else [self.waiting]
+        self.waiting = []
+        if not self.in_flight:
+            self._busy_since = time.perf_counter()
+        for items in batches:
+            self.in_flight += 1
+            self.calls += 1
+            future = self.pool.submit(self.call, items)
+            future.add_done_callback(lambda done, items=items: self.events.put((self.kind, items, done)))
+        return len(batches)
+
+    def finished(self) -> None:
+        """Count one finished call (called by the driver when it takes the call's event)."""
+        self.in_flight -= 1
+        if not self.in_flight:
+            self.busy_s += time.perf_counter() - self._busy_since

@@ -1,0 +1,118 @@
+"""A driver that stays open: problems join a running search whenever they arrive.
+
+`Driver.run` searches a fixed list. A server, or any caller that gets questions one at a time,
+instead opens a `DriverSession`: its thread runs the driver's asynchronous flow, and each
+``submit`` adds a problem to it at once, so concurrent questions share the backends' batches
+(a problem submitted while others generate joins the next policy call) instead of each running
+its own search. Each problem's result comes back as a ``concurrent.futures.Future``; cancelling
+that future drops the problem's remaining work (what is in flight finishes, nothing new starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+
+from prmsearch.search.driver import Driver, SearchResult, _Job, fewer_gc_pauses
+from prmsearch.search.protocol import BoundStrategy
+
+
+class SessionClosed(RuntimeError):
+    """The session no longer takes problems (closed, or its thread stopped on an error)."""
+
+
+class DriverSession:
+    """One driver's flow on a background thread, taking problems as they come.
+
+    Args:
+        driver: the driver whose backends and settings every problem uses.
+        annotate: an optional note for a result (e.g. the policy's ``domain_note``).
+
+    Example::
+
+        with DriverSession(Driver(policy, scorer)) as session:
+            future = session.submit("What is 2+3?", strategy, seed=0)
+            print(future.result().answer)
+    """
+
+    def __init__(self, driver: Driver, annotate: Callable[[str], str | None] | None = None) -> None:
+        self.driver = driver
+        self.annotate = annotate
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._open = True
+        self._error: BaseException | None = None
+        self._pending: dict[int, Future] = {}
+        self._numbers = itertools.count()
+        self._thread = threading.Thread(target=self._run, name="prmsearch-session", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> DriverSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pending(self) -> int:
+        """Problems submitted and not finished yet."""
+        with self._lock:
+            return len(self._pending)
+
+    def submit(self, question: str, strategy: BoundStrategy, seed: int) -> Future:
+        """Add one problem to the running search; a future of its `SearchResult`.
+
+        Raises `SessionClosed` after `close` (or when the session's thread died, naming why).
+        """
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"question must be a non-blank string, got {question!r:.60}")
+        future: Future = Future()
+        with self._lock:
+            if not self._open:
+                why = f": {self._error!r}" if self._error is not None else ""
+                raise SessionClosed(f"the search session is closed{why}")
+            number = next(self._numbers)
+            job = _Job(number, question, strategy, int(seed))
+            job.ticket = future
+            self._pending[number] = future
+            self._events.put(("job", job))
+        return future
+
+    def close(self, wait: bool = True) -> None:
+        """Take no more problems; with ``wait``, return once every submitted one has finished."""
+        with self._lock:
+            if self._open:
+                self._open = False
+                self._events.put(("close",))
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _finish(self, job: _Job) -> None:
+        result: SearchResult = self.driver._result(job)
+        if self.annotate is not None:
+            note = self.annotate(result.question)
+            if note:
+                result.notes.append(note)
+        with self._lock:
+            future = self._pending.pop(job.index, None)
+        if future is not None:
+            with contextlib.suppress(InvalidStateError):  # cancelled meanwhile: nobody waits
+                future.set_result(result)
+
+    def _run(self) -> None:
+        try:
+            with fewer_gc_pauses():
+                self.driver._flow([], self._finish, events=self._events, accepting=True)
+        except BaseException as exc:  # a bug in the flow: fail every waiting caller, loudly
+            with self._lock:
+                self._open = False
+                self._error = exc
+                pending, self._pending = self._pending, {}
+            for future in pending.values():
+                with contextlib.suppress(InvalidStateError):
+                    future.set_exception(exc)
+            raise
