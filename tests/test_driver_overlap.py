@@ -118,15 +118,15 @@ def test_overlap_must_be_a_positive_int():
         RunConfig(overlap=0)
 
 
-def test_the_overlap_measurement_reports_both_modes_on_the_same_answers():
-    from prmsearch.perf.overlap import HEADER, measure_overlap
+def test_the_schedule_measurement_reports_every_schedule_on_the_same_answers():
+    from prmsearch.perf.schedules import DEFAULT_SCHEDULES, measure_schedules
 
     policy, scorer = synthetic_backends(depth=3)
     cleared = []
-    figures = measure_overlap(
-        policy, scorer, QUESTIONS, "beam", overlap=2, repeats=2,
-        clear_caches=lambda: cleared.append(1), n=4, width=2,
+    figures = measure_schedules(
+        policy, scorer, QUESTIONS, "beam", repeats=2, clear_caches=lambda: cleared.append(1), n=4, width=2,
     )
-    assert figures.same_answers and figures.problems == len(QUESTIONS) and len(cleared) == 4
-    assert figures.lock_step_pps > 0 and figures.overlapped_pps > 0
-    assert figures.row().count("|") == HEADER.splitlines()[0].count("|")
+    assert figures.same_answers and figures.problems == len(QUESTIONS)
+    assert len(cleared) == 2 * len(DEFAULT_SCHEDULES) and figures.labels == tuple(DEFAULT_SCHEDULES)
+    assert all(pps > 0 for pps in figures.problems_per_s) and figures.ratios()[0] == 1.0
+    assert figures.row().count("|") == figures.header().splitlines()[0].count("|")

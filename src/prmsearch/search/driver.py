@@ -40,6 +40,9 @@ from prmsearch.tree import ROOT, SearchTree
 #: how problems move through the backends (see `RunConfig.schedule`)
 SCHEDULES = ("auto", "rounds", "async")
 
+#: the PRM waits for this share of the problems on their way to it before it scores a batch
+SCORE_BATCH_SHARE = 0.25
+
 #: most policy calls in flight at once when each problem's requests are their own call
 PARALLEL_CALLS = 128
 
@@ -425,7 +428,7 @@ class Driver:
                         if accepting:  # a session's callers may have cancelled waiting jobs
                             generating.waiting = [e for e in generating.waiting if not dropped(e[0])]
                         self.stats.rounds += generating.pump()
-                    if not (shared and generating.in_flight):
+                    if not (shared and generating.in_flight) and self._score_now(scoring, generating):
                         scoring.pump()
                     if generating.idle and scoring.idle and not parked and not accepting:
                         break
@@ -436,8 +439,8 @@ class Driver:
                     elif kind == "close":
                         accepting = False
                     elif kind == "generated":
-                        generating.finished()
                         items = event[1]
+                        generating.finished(items)
                         written = self._write_generations(items, event[2].result())
                         for job, _, _ in items:
                             if job.error is not None:  # its generation failed
@@ -448,8 +451,8 @@ class Driver:
                             else:
                                 advance(entry[0])
                     else:
-                        scoring.finished()
                         items = event[1]
+                        scoring.finished(items)
                         self._write_scored(items, event[2].result())
                         for job, _, _ in items:
                             if job.error is not None:
@@ -461,6 +464,15 @@ class Driver:
                 self.stats.scorer_batches += scoring.calls
                 self.stats.policy_s += generating.busy_s
                 self.stats.scorer_s += scoring.busy_s
+
+    @staticmethod
+    def _score_now(scoring: Lane, generating: Lane) -> bool:
+        """Whether the PRM should take what waits for it now, or wait for more: a PRM call has a
+        fixed cost, so it waits until a quarter of the problems on their way to it have
+        arrived (or nothing more is coming: the policy has nothing in flight)."""
+        waiting = len(scoring.waiting)
+        coming = generating.items_in_flight
+        return waiting > 0 and (not coming or waiting >= SCORE_BATCH_SHARE * (waiting + coming))
 
     @staticmethod
     def _wants_scores(job: _Job) -> bool:

@@ -37,7 +37,8 @@ class Lane:
         self.pool = pool
         self.parallel = parallel
         self.waiting: list = []
-        self.in_flight = 0
+        self.in_flight = 0  # calls running
+        self.items_in_flight = 0  # items in those calls
         self.calls = 0
         self.busy_s = 0.0  # time with at least one call of this lane running
         self._busy_since = 0.0
@@ -61,13 +62,15 @@ class Lane:
             self._busy_since = time.perf_counter()
         for items in batches:
             self.in_flight += 1
+            self.items_in_flight += len(items)
             self.calls += 1
             future = self.pool.submit(self.call, items)
             future.add_done_callback(lambda done, items=items: self.events.put((self.kind, items, done)))
         return len(batches)
 
-    def finished(self) -> None:
+    def finished(self, items: list) -> None:
         """Count one finished call (called by the driver when it takes the call's event)."""
         self.in_flight -= 1
+        self.items_in_flight -= len(items)
         if not self.in_flight:
             self.busy_s += time.perf_counter() - self._busy_since
