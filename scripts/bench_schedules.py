@@ -2,9 +2,11 @@
 
     python scripts/bench_schedules.py [--problems 64] [--policy ID --prm ID]
     python scripts/bench_schedules.py --server http://127.0.0.1:18431/v1 --served-model arith
+    python scripts/bench_schedules.py --vllm --problems 32
 
 With ``--server`` the policy is the ``openai`` backend on a vLLM OpenAI-compatible server that
-serves the embedded policy (tokenizer from the package); the PRM stays in-process.
+serves the embedded policy (tokenizer from the package); with ``--vllm`` it is the embedded
+policy on the offline vLLM engine; the PRM stays in-process.
 
 Beam search, particle filtering and best-of-N at N=16 over the first arithmetic test problems,
 each run in turn under lock-step rounds, two overlapped groups and the asynchronous flow (see
@@ -33,6 +35,8 @@ def main() -> None:
     parser.add_argument("--prm", default=None, help="PRM id or folder (default: embedded)")
     parser.add_argument("--server", default=None, help="base URL of a vLLM server of the embedded policy")
     parser.add_argument("--served-model", default="arith", help="model name on --server")
+    parser.add_argument("--vllm", action="store_true",
+                        help="the policy on the offline vLLM engine (embedded policy, engine loop)")
     parser.add_argument("--max-concurrency", type=int, default=32, help="HTTP requests in flight")
     args = parser.parse_args()
     unknown = set(args.schedules.split(",")) - set(DEFAULT_SCHEDULES)
@@ -46,6 +50,11 @@ def main() -> None:
         policy = OpenAIPolicy(args.server, args.served_model, tokenizer=str(default_policy_path()),
                               server="vllm", context_length=256, timeout=300.0,
                               max_concurrency=args.max_concurrency)
+    elif args.vllm:
+        from prmsearch.arith.models import default_policy_path
+        from prmsearch.policies.vllm import VLLMPolicy
+
+        policy = VLLMPolicy(default_policy_path(), dtype="float32", max_model_len=256)
     else:
         policy = resolve_policy(args.policy)
     scorer = resolve_scorer(args.prm)

@@ -43,7 +43,8 @@ def _overrides(recipe: Path, *flags: str) -> dict:
 
 
 def test_no_flags_keep_the_recipe(recipe):
-    assert _overrides(recipe) == {"max_consecutive_failures": 8, "overlap": 1}  # operational flags
+    # the operational flags always pass through
+    assert _overrides(recipe) == {"max_consecutive_failures": 8, "overlap": 1, "schedule": "auto"}
 
 
 def test_sweep_flags_replace_the_recipe_values(recipe):

@@ -15,6 +15,7 @@ from prmsearch.perf.suite import (
     PerfConfig,
     PerfRow,
     Target,
+    engine_ratio_rows,
     equal_compute_rows,
     gpu_rows,
 )
@@ -61,15 +62,16 @@ def test_perf_quick_end_to_end(tmp_path, capsys):
     gpu = tmp_path / "gpu.json"
     gpu.write_text(json.dumps(gpu_report()))
     out = tmp_path / "perf.json"
+    # engine-ratio starts vLLM engines: its own test runs in tests/vllm on the shared engine
     code = main(["perf", "--quick", "--threads", "1", "--results", str(results), "--gpu-json", str(gpu),
-                 "--json", str(out)])
+                 "--json", str(out), "--skip", "engine-ratio"])
     text = capsys.readouterr().out
     assert code == 0, text
     assert HEADER in text
     rows = table_rows(text)
     assert all(len(r) == 6 for r in rows)
     measures = [r[0].split(":")[0] for r in rows]
-    assert set(measures) == set(MEASURES)
+    assert set(measures) == set(MEASURES) - {"engine-ratio"}
     assert measures == sorted(measures, key=MEASURES.index)  # table order
     assert measures.count("overhead") == 4
     assert measures.count("prefix-reuse") == 3 and measures.count("incremental-prm") == 2
@@ -98,7 +100,7 @@ def test_perf_quick_end_to_end(tmp_path, capsys):
 
 
 def test_perf_without_results_or_gpu_says_how_to_get_them(capsys):
-    code = main(["perf", "--skip", "overhead,arith,backends"])
+    code = main(["perf", "--skip", "overhead,arith,backends,engine-ratio"])
     text = capsys.readouterr().out
     assert code == 0
     rows = table_rows(text)
@@ -131,6 +133,19 @@ def test_gpu_and_equal_compute_rows_without_inputs():
     assert row.prmsearch.startswith("not measured yet")
     (row,) = equal_compute_rows(None)
     assert isinstance(row, PerfRow) and row.met == "-"
+    (row,) = engine_ratio_rows(None, "vLLM is not installed")
+    assert row.measure == "engine-ratio" and row.prmsearch == "not measured: vLLM is not installed"
+
+
+def test_engine_ratio_rows_hold_each_engine_to_its_target():
+    from prmsearch.perf.engine_ratio import RatioFigures
+
+    offline = RatioFigures("vllm", "beam", 32, 10.0, 40_000, 4.0, 40_000, 0.9)  # 4,000 vs 10,000 tok/s
+    server = RatioFigures("openai", "best_of_n", 32, 5.0, 40_000, 3.5, 40_000, 0.8)
+    rows = engine_ratio_rows([offline, server])
+    verdicts = [(r.figure, r.target, r.met) for r in rows]
+    assert verdicts == [("0.40", ">= 0.8", "no"), ("0.70", ">= 0.7", "yes")]
+    assert "offline vLLM engine" in rows[0].label and "vLLM OpenAI server" in rows[1].label
 
 
 def test_config_is_validated():

@@ -356,10 +356,15 @@ def test_overlapped_sweep_writes_the_same_rows_and_resumes_across_modes(tmp_path
     lock = _comparable(sweep(tmp_path / "a"))
     overlapped = dataclasses.replace(CONFIG, overlap=3)
     assert _comparable(sweep(tmp_path / "b", config=overlapped)) == lock
+    flowing = dataclasses.replace(CONFIG, schedule="async")
+    assert _comparable(sweep(tmp_path / "d", config=flowing)) == lock
     folder = sweep(tmp_path / "c", config=overlapped)
     lines = folder.results_path.read_text().splitlines(keepends=True)
     folder.results_path.write_text("".join(lines[:9]))  # killed; resumed in lock step
     assert _comparable(sweep(tmp_path / "c", resume=True)) == lock
-    assert "overlap" not in json.loads((folder.path / "manifest.json").read_text())["config"]
+    manifest = json.loads((folder.path / "manifest.json").read_text())["config"]
+    assert "overlap" not in manifest and "schedule" not in manifest
     with pytest.raises(ValueError, match="overlap must be"):
         SweepConfig(overlap=0)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        SweepConfig(schedule="soon")

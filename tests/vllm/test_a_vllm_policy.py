@@ -117,6 +117,60 @@ def test_a_round_larger_than_one_engine_step(vllm_policy, questions):
     assert vllm_policy.generate(reqs[5:6])[0].samples == gens[5].samples
 
 
+def test_concurrent_calls_share_the_engine_loop_and_keep_their_samples(vllm_policy, questions):
+    """Calls from several threads at once (the async driver's per-problem calls) join the running
+    engine batch; each gets exactly the samples it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert vllm_policy.parallel_calls
+    hot = SamplingParams(temperature=1.2, max_new_tokens=48)
+    calls = [[GenerationRequest(q, (), n=3, sampling=hot, seed=20 + i)] for i, q in enumerate(questions[:6])]
+    alone = [vllm_policy.generate(c)[0] for c in calls]
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(lambda c: vllm_policy.generate(c)[0], calls))
+    assert [g.samples for g in together] == [g.samples for g in alone]
+    vllm_policy.clear_caches()  # runs on the loop's thread, between engine steps
+    assert vllm_policy.generate(calls[0])[0].samples == alone[0].samples
+
+
+def test_async_search_on_the_offline_engine_equals_rounds(vllm_policy, hf_prm, questions):
+    from prmsearch.api import Searcher
+
+    runs = {}
+    for schedule in ("rounds", "async"):
+        searcher = Searcher(vllm_policy, hf_prm, "beam", n=4, width=2, schedule=schedule,
+                            sampling=SamplingParams(temperature=0.8, max_new_tokens=48), max_depth=8)
+        runs[schedule] = searcher.run(questions[:4])
+    assert [r.tree for r in runs["rounds"]] == [r.tree for r in runs["async"]]
+
+
+def test_the_engine_ratio_measures_the_search_against_one_raw_call(vllm_policy, hf_prm):
+    from prmsearch.arith.problems import load_split
+    from prmsearch.perf.engine_ratio import EngineRatioConfig, measure_engine
+
+    cfg = EngineRatioConfig(problems=3, budget=4, engines=("vllm",), strategies=("best_of_n", "beam"))
+    figures = measure_engine("vllm", vllm_policy, hf_prm, load_split("test", 3), cfg, log=lambda m: None)
+    assert [f.strategy for f in figures] == ["best_of_n", "beam"]
+    for f in figures:
+        assert f.framework_tokens > 0 and 0 < f.ratio < 5
+        # the raw call generates the same tokens, up to rounding its fixed sample length
+        assert abs(f.raw_tokens - f.framework_tokens) <= 3 * 4
+
+
+def test_a_closed_engine_loop_refuses_work_by_name():
+    from prmsearch.engines.vllm_loop import EngineLoop, EngineLoopClosed
+
+    class Engine:  # no request ever finishes; the loop only has to start and stop
+        def has_unfinished_requests(self):
+            return False
+
+    loop = EngineLoop(type("LLM", (), {"llm_engine": Engine()})())
+    assert loop.call(lambda: 42) == 42
+    loop.close()
+    with pytest.raises(EngineLoopClosed, match="closed"):
+        loop.submit([[1, 2]], [object()])
+
+
 def test_parameter_count_matches_transformers(vllm_policy, hf_policy):
     assert vllm_policy.num_parameters == hf_policy.num_parameters
 

@@ -144,6 +144,7 @@ def make_searcher(
         sampling=config.sampling(),
         max_depth=config.max_depth,
         overlap=config.overlap,
+        schedule=config.schedule,
         seed=seed,
         matcher=matcher,
         **config.strategy_options(strategy, budget),

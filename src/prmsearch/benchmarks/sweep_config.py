@@ -64,8 +64,10 @@ class SweepConfig:
             retries of every remaining problem; 0 never stops. Operational, so not recorded in
             the manifest: a resume may change it.
         overlap: problem groups that take turns between policy and PRM (``RunConfig.overlap``;
-            1: lock step). The rows are the same either way, so it is not recorded in the
+            1: one group). The rows are the same either way, so it is not recorded in the
             manifest either.
+        schedule: how problems move through the backends (``RunConfig.schedule``: ``auto``,
+            ``rounds`` or ``async``); operational like ``overlap``.
     """
 
     dataset: str = "arith"
@@ -93,6 +95,7 @@ class SweepConfig:
     id_field: str | None = None
     max_consecutive_failures: int = 8
     overlap: int = 1
+    schedule: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -118,6 +121,10 @@ class SweepConfig:
             raise ValueError(f"max_consecutive_failures must be an int >= 0 (0: no limit), got {failures!r}")
         if isinstance(self.overlap, bool) or not isinstance(self.overlap, int) or self.overlap < 1:
             raise ValueError(f"overlap must be an int >= 1 (1: lock step), got {self.overlap!r}")
+        from prmsearch.search.driver import SCHEDULES
+
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in ("question_field", "answer_field", "id_field"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -177,6 +184,7 @@ class SweepConfig:
                 del data[name]
         del data["max_consecutive_failures"]  # operational: a resume may change it
         del data["overlap"]  # likewise: the rows do not depend on it
+        del data["schedule"]
         return data
 
 

@@ -176,6 +176,7 @@ def bench_config(args: argparse.Namespace):
             id_field=args.id_field,
             max_consecutive_failures=args.max_consecutive_failures,
             overlap=args.overlap,
+            schedule=args.schedule,
         )
 
 
@@ -208,6 +209,7 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         "max_consecutive_failures": args.max_consecutive_failures,
         "overlap": args.overlap,
+        "schedule": args.schedule,
     }
     for name, flag in _RECIPE_OVERRIDES.items():
         value = getattr(args, name, None)
@@ -416,7 +418,15 @@ def _add_bench(sub) -> None:
         default=1,
         metavar="K",
         help="problem groups that take turns, so the PRM scores one while the policy generates another "
-        "(1: lock step; for a policy on a server or another device; same rows either way)",
+        "(1: one group; for a policy on a server or another device; same rows either way)",
+    )
+    bench.add_argument(
+        "--schedule",
+        choices=("auto", "rounds", "async"),
+        default="auto",
+        help="rounds: every problem waits for the whole round; async: each problem advances as its "
+        "own steps return; auto (default): async when the policy takes parallel calls (HTTP "
+        "servers, the offline vLLM engine), else rounds. Same rows either way",
     )
     bench.add_argument(
         "--recipe",

@@ -98,7 +98,7 @@ def _free_port() -> int:
 class _Server:
     """The vLLM OpenAI-compatible server over the policy, on a free loopback port."""
 
-    def __init__(self, policy_dir: Path, wait_s: float, log: Log) -> None:
+    def __init__(self, policy_dir: Path, wait_s: float, log: Log, dev_mode: bool = False) -> None:
         import httpx
 
         self.port = _free_port()
@@ -106,7 +106,9 @@ class _Server:
                "--served-model-name", "arith", "--host", "127.0.0.1", "--port", str(self.port),
                "--block-size", "32", "--enforce-eager", "--dtype", "float32", "--max-model-len", "256",
                "--enable-prompt-tokens-details", "--no-enable-chunked-prefill"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # dev mode adds POST /reset_prefix_cache (cold caches between measured runs)
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"} if dev_mode else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -15,6 +15,10 @@ against the targets and lays out one row per figure:
   runs; target 5x at depth >= 8.
 * ``equal-compute``: accuracy at equal FLOPs from a ``prmsearch bench`` results folder
   (:mod:`prmsearch.benchmarks.equal_compute`); no target, reported.
+* ``engine-ratio``: the search's generated tokens per second over the raw engine's on the same
+  token count, for beam search, particle filtering and best-of-N on the offline vLLM engine
+  and on a vLLM OpenAI server (:mod:`prmsearch.perf.engine_ratio`); targets 0.8 offline, 0.7
+  over HTTP; needs vLLM (the row says so without it).
 * ``gpu``: measured/roofline throughput from the JSON of ``scripts/gpu_bench.py``; reported.
 
 Two runs feed several measures and can be skipped by name too: ``arith`` (the embedded-model
@@ -32,6 +36,7 @@ from typing import Any
 from prmsearch.benchmarks.equal_compute import EqualCompute, equal_compute, strategy_curves
 from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures
 from prmsearch.perf.batching import ArithEngineConfig, EngineFigures
+from prmsearch.perf.engine_ratio import EngineRatioConfig, RatioFigures
 from prmsearch.perf.overhead import OverheadFigures
 from prmsearch.perf.synthetic_models import Log, quiet_log
 
@@ -45,6 +50,7 @@ __all__ = [
     "Target",
     "arith_rows",
     "backend_rows",
+    "engine_ratio_rows",
     "equal_compute_rows",
     "gpu_rows",
     "load_summary",
@@ -53,7 +59,8 @@ __all__ = [
 ]
 
 #: The measures, in table order.
-MEASURES = ("overhead", "batching", "prefix-reuse", "incremental-prm", "equal-compute", "gpu")
+MEASURES = ("overhead", "batching", "prefix-reuse", "incremental-prm", "equal-compute", "engine-ratio",
+            "gpu")
 #: Runs that feed several measures (skipping one drops its rows).
 SOURCES = ("arith", "backends")
 
@@ -92,6 +99,9 @@ TARGETS: dict[str, Target] = {
     "prefix-reuse": Target(10.0, min_depth=8),
     "incremental-prm": Target(5.0, min_depth=8),
 }
+
+#: framework / raw engine throughput, per engine
+ENGINE_RATIO_TARGETS: dict[str, Target] = {"vllm": Target(0.8, unit=""), "openai": Target(0.7, unit="")}
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,24 @@ def equal_compute_rows(result: EqualCompute | None, source: str | None = None) -
                             "no other strategy within the reference's FLOPs range")]
 
 
+def engine_ratio_rows(figures: list[RatioFigures] | None, why: str = "") -> list[PerfRow]:
+    """One row per engine and strategy: the search's tokens/s over the raw engine call's."""
+    if figures is None:
+        return [PerfRow("engine-ratio", "framework / raw engine throughput (vLLM offline and server)",
+                        f"not measured: {why}")]
+    names = {"vllm": "offline vLLM engine", "openai": "vLLM OpenAI server"}
+    rows = []
+    for f in figures:
+        target = ENGINE_RATIO_TARGETS[f.engine]
+        rows.append(PerfRow(
+            "engine-ratio", f"{f.strategy} N=16 on the {names[f.engine]}, {f.problems} arith problems, "
+            f"{f.framework_tokens:,} tokens (accuracy {100 * f.accuracy:.1f}%)",
+            f"{f.framework_tok_s:,.0f} tokens/s", f"{f.raw_tok_s:,.0f} tokens/s raw (one call)",
+            f"{f.ratio:.2f}", target.text(), target.verdict(f.ratio), f.ratio,
+        ))
+    return rows
+
+
 def gpu_rows(report: Mapping[str, Any] | None, has_gpu: bool = False) -> list[PerfRow]:
     """Measured/roofline throughput per ``gpu_bench`` measurement, or a not-measured row."""
     if report is None:
@@ -238,6 +266,7 @@ class PerfConfig:
         overhead_problems: problems per overhead configuration.
         arith: the embedded-model engine run (batching, prefix reuse, incremental PRM).
         backends: the random-weight deep search (prefix reuse, incremental PRM at depth >= 8).
+        engine_ratio: the framework / raw engine throughput runs (vLLM offline and server).
         results: a ``prmsearch bench`` results folder (or its ``summary.json``) for the
             equal-compute row; None: that row says how to get it.
         gpu_json: the JSON written by ``scripts/gpu_bench.py --out``.
@@ -247,6 +276,7 @@ class PerfConfig:
     overhead_problems: int = 1000
     arith: ArithEngineConfig = field(default_factory=ArithEngineConfig)
     backends: BackendBenchConfig = field(default_factory=BackendBenchConfig.full)
+    engine_ratio: EngineRatioConfig = field(default_factory=EngineRatioConfig)
     results: Path | None = None
     gpu_json: Path | None = None
     skip: frozenset[str] = frozenset()
@@ -272,6 +302,8 @@ class PerfConfig:
             "overhead_problems": 20,
             "arith": ArithEngineConfig(problems=4, n=4, width=2),
             "backends": BackendBenchConfig.quick(),
+            "engine_ratio": EngineRatioConfig(problems=2, budget=4, engines=("vllm",),
+                                              strategies=("best_of_n",)),
         }
         return cls(**{**base, **overrides})
 
@@ -365,6 +397,20 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
             result = equal_compute(summary)
             figures["equal_compute"] = {"source": str(cfg.results), **result.to_dict()}
             rows += equal_compute_rows(result, str(cfg.results))
+    if cfg.wants("engine-ratio"):
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            rows += engine_ratio_rows(None, "vLLM is not installed (pip install 'prmsearch[vllm]')")
+        else:
+            from prmsearch.perf.engine_ratio import run_engine_ratio
+
+            e = cfg.engine_ratio
+            log(f"engine ratio: {', '.join(e.strategies)} N={e.budget} on {', '.join(e.engines)}, "
+                f"{e.problems} problems")
+            ratios = run_engine_ratio(e, log)
+            figures["engine_ratio"] = [f.to_dict() for f in ratios]
+            rows += engine_ratio_rows(ratios)
     if cfg.wants("gpu"):
         report = json.loads(cfg.gpu_json.read_text()) if cfg.gpu_json is not None else None
         if report is not None:

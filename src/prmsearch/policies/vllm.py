@@ -30,6 +30,7 @@ token limit or the end of the context is ``LENGTH``. Whole-solution requests
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from prmsearch.engines.vllm_engine import (
     safetensors_parameters,
     shutdown_llm,
 )
+from prmsearch.engines.vllm_loop import EngineLoop
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
 from prmsearch.policies.vllm_output import is_blank_step, step_output
 
@@ -86,13 +88,17 @@ class VLLMPolicy:
         model: local folder or Hub id of a causal LM.
         prompt_format: a prompt format name or ``"auto"`` (as for the transformers backend).
         tokenizer: a loaded transformers tokenizer (default: the model's own).
+        engine_loop: step the engine on its own thread and add each call's requests to it as
+            they come (:mod:`~prmsearch.engines.vllm_loop`), so that calls from several threads
+            share the engine's batches and each returns when its own requests finish; False:
+            one blocking ``LLM.generate`` per call.
         **engine: :class:`~prmsearch.engines.vllm_engine.VLLMEngineConfig` fields
             (``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
             ``block_size``, ``enable_prefix_caching``, ``extra``, ...).
     """
 
     def __init__(self, model: str | Path, *, prompt_format: str = "auto", tokenizer: Any = None,
-                 **engine: Any) -> None:
+                 engine_loop: bool = True, **engine: Any) -> None:
         cfg = engine_config(str(model), engine)
         if engine:
             raise ValueError(
@@ -115,15 +121,42 @@ class VLLMPolicy:
         self.cost = folder_cost(model_folder(cfg.model)) or ModelCost.dense(self._num_parameters)
         self.eos_ids = _eos_ids(cfg.model, tokenizer)
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
+        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+        self._loop = EngineLoop(self.llm) if engine_loop else None
 
     @property
     def num_parameters(self) -> int:
         """Parameter count (from the checkpoint headers), for the FLOP estimate."""
         return self._num_parameters
 
+    @property
+    def parallel_calls(self) -> bool:
+        """With the engine loop, ``generate`` may be called from many threads at once and each
+        call's requests join the running engine batch, so the driver advances each problem on
+        its own (see :mod:`~prmsearch.engines.vllm_loop`)."""
+        return self._loop is not None
+
     def close(self) -> None:
-        """Stop the engine's processes (the policy is unusable afterwards)."""
+        """Stop the engine loop and the engine's processes (the policy is unusable afterwards)."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
         shutdown_llm(self.llm)
+
+    def clear_caches(self) -> None:
+        """Empty the engine's prefix cache (cold-cache measurements)."""
+        if self._loop is not None:
+            self._loop.call(self.llm.reset_prefix_cache)
+        else:
+            self.llm.reset_prefix_cache()
+
+    def generate_raw(self, prompts: list[Any], params: list[Any]) -> list[Any]:
+        """vLLM's final ``RequestOutput`` of each prompt (``TokensPrompt``) under its vLLM
+        ``SamplingParams``, in order: through the engine loop, or one ``LLM.generate`` call
+        without it. For measurements that need the engine itself (e.g. a raw-throughput call)."""
+        if self._loop is not None:
+            return self._loop.generate(prompts, params)
+        return self.llm.generate(prompts, params, use_tqdm=False)
 
     # ----------------------------------------------------------------------------- prompts
     def prompt_text(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> str:
@@ -161,12 +194,13 @@ class VLLMPolicy:
         """One :class:`Generation` per request, in order, from ONE ``LLM.generate`` call."""
         from vllm.inputs import TokensPrompt
 
-        prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
+        with self._tokenizer_lock:
+            prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
         if not prepared:
             return []
         prompts = [TokensPrompt(prompt_token_ids=p.ids) for p in prepared]
         params = [self._params(p, p.request.n, p.seed, p.max_new) for p in prepared]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        outputs = self.generate_raw(prompts, params)
         samples: list[list[_Sample]] = []
         cached: list[int] = []
         for p, out in zip(prepared, outputs, strict=True):
@@ -174,16 +208,17 @@ class VLLMPolicy:
             by_index = sorted(out.outputs, key=lambda c: c.index)
             samples.append([_absorb(_Sample(), c) for c in by_index])
         recomputed = self._continue_blank(prepared, samples)
-        return [
-            Generation(
-                samples=tuple(self._output(p, s) for s in group),
-                prompt_tokens_computed=len(p.ids) - c,
-                prompt_tokens_cached=c,
-                generated_tokens=sum(len(s.ids) for s in group),
-                prompt_tokens_recomputed=r,
-            )
-            for p, group, c, r in zip(prepared, samples, cached, recomputed, strict=True)
-        ]
+        with self._tokenizer_lock:
+            return [
+                Generation(
+                    samples=tuple(self._output(p, s) for s in group),
+                    prompt_tokens_computed=len(p.ids) - c,
+                    prompt_tokens_cached=c,
+                    generated_tokens=sum(len(s.ids) for s in group),
+                    prompt_tokens_recomputed=r,
+                )
+                for p, group, c, r in zip(prepared, samples, cached, recomputed, strict=True)
+            ]
 
     def _blank(self, p: _Prepared, s: _Sample) -> bool:
         """A sample that stopped at the delimiter before any non-blank text."""
@@ -198,8 +233,9 @@ class VLLMPolicy:
 
         recomputed = [0] * len(prepared)
         for attempt in range(BLANK_RETRIES):
-            todo = [(i, k) for i, p in enumerate(prepared) for k, s in enumerate(samples[i])
-                    if self._blank(p, s)]
+            with self._tokenizer_lock:
+                todo = [(i, k) for i, p in enumerate(prepared) for k, s in enumerate(samples[i])
+                        if self._blank(p, s)]
             if not todo:
                 return recomputed
             prompts, params = [], []
@@ -208,7 +244,7 @@ class VLLMPolicy:
                 seed = (p.seed + k + (attempt + 1) * 0x9E3779B1) & SEED_MASK
                 prompts.append(TokensPrompt(prompt_token_ids=p.ids + s.ids))
                 params.append(self._params(p, 1, seed, p.max_new - len(s.ids)))
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            outputs = self.generate_raw(prompts, params)
             for (i, k), out, prompt in zip(todo, outputs, prompts, strict=True):
                 length = len(prompt["prompt_token_ids"])
                 recomputed[i] += length - min(int(out.num_cached_tokens or 0), length)
