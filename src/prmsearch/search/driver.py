@@ -66,9 +66,10 @@ class RunConfig:
         overlap: start the problems in ``overlap`` groups that take turns, so that the PRM scores
             one group's new steps while the policy generates another's (1: one group; more than
             1 implies the async schedule for batching backends).
-        Each problem's search stays the same for its seed under every schedule when the backends'
-        samples do not depend on batch composition (the scripted and transformers backends,
-        vLLM with per-request seeds); see `Driver`.
+
+    Each problem's search stays the same for its seed under every schedule when the backends'
+    samples do not depend on batch composition (the scripted and transformers backends, vLLM
+    with per-request seeds); see `Driver`.
     """
 
     sampling: SamplingParams = field(default_factory=SamplingParams)
