@@ -175,21 +175,26 @@ class KillsServerAfter:
         return self.policy.generate(requests)
 
 
-def test_a_real_server_dying_mid_sweep(tmp_path):
+@pytest.mark.parametrize("schedule", ["rounds", "async"])
+def test_a_real_server_dying_mid_sweep(tmp_path, schedule):
     from prmsearch.policies.openai import OpenAIPolicy
 
     server = _fault_server()
     fast = {"timeout": 2.0, "max_retries": 1, "backoff": 0.01, "backoff_max": 0.02}
     policy = KillsServerAfter(OpenAIPolicy(server.url, "fake", **fast), server, alive=4)
     _, scorer = synthetic_backends(depth=2)
-    config = SweepConfig(strategies=("beam",), budgets=(2,), chunk=2, max_consecutive_failures=3)
+    config = SweepConfig(strategies=("beam",), budgets=(2,), chunk=2, max_consecutive_failures=3,
+                         schedule=schedule)
     with pytest.raises(ServerDownError) as info:
         _sweep(tmp_path, policy, scorer, config)
     rows = list(ResultsFolder(tmp_path).rows())
     assert any(r["error"] is None for r in rows)  # served before it died
     assert "ServerUnreachable" in info.value.last_error and "connection failed" in info.value.last_error
     assert len(rows) < len(PROBLEMS)
-    assert policy.calls - 4 - 1 <= 2  # after it died: one batched call per chunk, none per problem
+    if schedule == "rounds":
+        assert policy.calls - 4 - 1 <= 2  # after it died: one batched call per chunk, none per problem
+    else:  # one call per problem, each failing once: none retried
+        assert policy.calls - 4 <= 2 * config.chunk
 
 
 def test_a_closed_port_is_a_connection_error(tmp_path):

@@ -13,7 +13,9 @@ It answers the plain arithmetic-style prompt ``question\\n\\n step\\n\\n ...`` w
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +30,7 @@ class FaultServer:
         self.delay_s = 0.0  # every answer waits this long (so that requests overlap)
         self.in_flight = self.most_in_flight = 0
         self.connections: set[tuple[str, int]] = set()  # client (host, port) pairs seen
+        self.open_sockets: set[Any] = set()  # kept-alive connections, cut when the server closes
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -35,6 +38,16 @@ class FaultServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._lock:
+                    outer.open_sockets.add(self.connection)
+
+            def finish(self) -> None:
+                with outer._lock:
+                    outer.open_sockets.discard(self.connection)
+                super().finish()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -117,5 +130,12 @@ class FaultServer:
                                               "prompt_tokens_details": {"cached_tokens": 2}}}
 
     def close(self) -> None:
+        """Stop like a dead process: no new connections, and the kept-alive ones cut."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self._lock:
+            sockets, self.open_sockets = list(self.open_sockets), set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
