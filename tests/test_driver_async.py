@@ -233,3 +233,16 @@ def test_searcher_sessions_take_per_question_options_and_annotate():
     assert other.strategy == "best_of_n" and other.ledger.generations == 2
     assert default.notes == ["note on problem 3"]
     assert default.tree == searcher.run(["problem 3"])[0].tree  # the same seed as run()
+
+
+def test_backend_time_is_counted_once_when_the_backends_overlap():
+    policy = ParallelPolicy(synthetic_script(3), lambda q: 0.01)
+    searcher = Searcher(policy, ScriptedScorer(synthetic_scores), "beam", n=4, width=2)
+    searcher.run(QUESTIONS)
+    stats = searcher.last_stats
+    slack = 1e-3  # each lane and the union read the clock at slightly different moments
+    assert max(stats.policy_s, stats.scorer_s) - slack <= stats.backend_s <= stats.wall_s
+    assert stats.driver_s >= 0
+    lock = Searcher(*synthetic_backends(3), "beam", n=4, width=2)
+    lock.run(QUESTIONS)
+    assert lock.last_stats.backend_s == lock.last_stats.policy_s + lock.last_stats.scorer_s

@@ -112,7 +112,7 @@ def measure(label: str, strategy: str, problems: int, depth: int, **options) -> 
     stats = searcher.last_stats
     assert stats is not None
     return OverheadFigures(
-        label, problems, stats.nodes, stats.rounds, wall, stats.policy_s + stats.scorer_s
+        label, problems, stats.nodes, stats.rounds, wall, stats.backend_s
     )
 
 

@@ -171,7 +171,12 @@ class SearchResult:
 
 @dataclass
 class RunStats:
-    """What the driver itself did: rounds and batched backend calls."""
+    """What the driver itself did: rounds and batched backend calls.
+
+    ``policy_s`` and ``scorer_s`` are the time each backend had a call running; under the async
+    schedule they overlap, so ``backend_s`` is the time at least one of them had, and
+    ``driver_s`` the rest of the wall time.
+    """
 
     rounds: int = 0
     policy_batches: int = 0
@@ -180,11 +185,12 @@ class RunStats:
     scorer_s: float = 0.0
     wall_s: float = 0.0
     nodes: int = 0
+    backend_s: float = 0.0
 
     @property
     def driver_s(self) -> float:
-        """Wall time spent outside the backends: the orchestration overhead."""
-        return self.wall_s - self.policy_s - self.scorer_s
+        """Wall time with no backend call running: the orchestration overhead."""
+        return self.wall_s - self.backend_s
 
 
 class _Job:
@@ -420,6 +426,15 @@ class Driver:
                 else:
                     generating.put((job, expand, self._requests(job, expand)))
 
+            busy_since: list[float] = []  # when a backend call started running while none was
+
+            def track_busy() -> None:
+                running = [lane for lane in (generating, scoring) if lane.in_flight]
+                if running and not busy_since:
+                    busy_since.append(min(lane.busy_since for lane in running))
+                elif not running and busy_since:
+                    self.stats.backend_s += time.perf_counter() - busy_since.pop()
+
             try:
                 while True:
                     if parked and generating.idle and (not shared or scoring.idle):
@@ -431,6 +446,7 @@ class Driver:
                         self.stats.rounds += generating.pump()
                     if not (shared and generating.in_flight) and self._score_now(scoring, generating):
                         scoring.pump()
+                    track_busy()
                     if generating.idle and scoring.idle and not parked and not accepting:
                         break
                     event = events.get()
@@ -442,6 +458,7 @@ class Driver:
                     elif kind == "generated":
                         items = event[1]
                         generating.finished(items)
+                        track_busy()
                         written = self._write_generations(items, event[2].result())
                         for job, _, _ in items:
                             if job.error is not None:  # its generation failed
@@ -454,6 +471,7 @@ class Driver:
                     else:
                         items = event[1]
                         scoring.finished(items)
+                        track_busy()
                         self._write_scored(items, event[2].result())
                         for job, _, _ in items:
                             if job.error is not None:
@@ -461,6 +479,8 @@ class Driver:
                             else:
                                 advance(job)
             finally:
+                if busy_since:
+                    self.stats.backend_s += time.perf_counter() - busy_since.pop()
                 self.stats.policy_batches += generating.calls
                 self.stats.scorer_batches += scoring.calls
                 self.stats.policy_s += generating.busy_s
@@ -530,15 +550,19 @@ class Driver:
         batch = [(job, expand, self._requests(job, expand)) for job, expand in expanding]
         started = time.perf_counter()
         generations = self._generate(batch)
+        elapsed = time.perf_counter() - started
         self.stats.policy_batches += 1
-        self.stats.policy_s += time.perf_counter() - started
+        self.stats.policy_s += elapsed
+        self.stats.backend_s += elapsed
         written = [entry for entry in self._write_generations(batch, generations)
                    if self._wants_scores(entry[0])]
         if written:
             started = time.perf_counter()
             scored = self._score(written)
+            elapsed = time.perf_counter() - started
             self.stats.scorer_batches += 1
-            self.stats.scorer_s += time.perf_counter() - started
+            self.stats.scorer_s += elapsed
+            self.stats.backend_s += elapsed
             self._write_scored(written, scored)
 
     def _generate(self, batch: list[tuple[_Job, Any, list]]) -> dict[int, list]:

@@ -41,7 +41,7 @@ class Lane:
         self.items_in_flight = 0  # items in those calls
         self.calls = 0
         self.busy_s = 0.0  # time with at least one call of this lane running
-        self._busy_since = 0.0
+        self.busy_since = 0.0  # when the running calls' busy spell began
 
     @property
     def idle(self) -> bool:
@@ -59,7 +59,7 @@ class Lane:
         batches = [[item] for item in self.waiting] if self.parallel else [self.waiting]
         self.waiting = []
         if not self.in_flight:
-            self._busy_since = time.perf_counter()
+            self.busy_since = time.perf_counter()
         for items in batches:
             self.in_flight += 1
             self.items_in_flight += len(items)
@@ -73,4 +73,4 @@ class Lane:
         self.in_flight -= 1
         self.items_in_flight -= len(items)
         if not self.in_flight:
-            self.busy_s += time.perf_counter() - self._busy_since
+            self.busy_s += time.perf_counter() - self.busy_since
