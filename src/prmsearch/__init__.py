@@ -6,7 +6,7 @@ backends load their engines when they are made.
 """
 
 from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer
-from prmsearch.api import Searcher, resolve_policy, resolve_scorer, solve
+from prmsearch.api import Searcher, SearchSession, resolve_policy, resolve_scorer, solve
 from prmsearch.policies.base import (
     Finish,
     Generation,
@@ -31,6 +31,7 @@ from prmsearch.search.protocol import (
     strategy_names,
 )
 from prmsearch.search.selection import Selection
+from prmsearch.search.session import DriverSession, SessionClosed
 from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.seeding import mix_seed, problem_seed
 from prmsearch.tree import NO_GROUP, NO_PARENT, ROOT, SearchTree
@@ -46,6 +47,7 @@ __all__ = [
     "BoundStrategy",
     "Choice",
     "Driver",
+    "DriverSession",
     "Expand",
     "Finish",
     "Generation",
@@ -58,9 +60,11 @@ __all__ = [
     "Scorer",
     "SearchConfig",
     "SearchResult",
+    "SearchSession",
     "SearchTree",
     "Searcher",
     "Selection",
+    "SessionClosed",
     "StepOutput",
     "StepScores",
     "aggregate_scores",
