@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -160,6 +161,24 @@ def generation_budget(index: int, prompt_tokens: int, max_new_tokens: int, conte
             f"{context}; shorten the question or the path (nothing is truncated)"
         )
     return min(max_new_tokens, context - prompt_tokens)
+
+
+class TokenizerLock:
+    """A lock around a backend's fast tokenizer (not safe across threads: a policy that takes
+    parallel calls encodes and decodes under it); a copy or unpickled one is a fresh lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> TokenizerLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def __reduce__(self) -> tuple[type[TokenizerLock], tuple[()]]:
+        return (TokenizerLock, ())
 
 
 @runtime_checkable

@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import enum
 import secrets
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import PostSession, RetryPolicy, auth_headers
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
+from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput, TokenizerLock
 from prmsearch.policies.vllm_output import step_output
 
 SEED_MASK = (1 << 62) - 1
@@ -194,7 +193,7 @@ class OpenAIPolicy:
             tokenizer.eos_token_id is not None else frozenset()
         self._split = cfg.n_mode is NMode.SPLIT
         self._session = PostSession(auth_headers(cfg.api_key_env), cfg.retry())
-        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+        self._tokenizer_lock = TokenizerLock()
         self.url = f"{cfg.base_url}/completions"
 
     #: ``generate`` may be called from several threads at once, each call served as it comes
@@ -208,15 +207,6 @@ class OpenAIPolicy:
 
     def __repr__(self) -> str:  # never shows headers (the API key)
         return f"OpenAIPolicy(base_url={self.config.base_url!r}, model={self.config.model!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_tokenizer_lock"]  # a lock does not pickle; a copy gets its own
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._tokenizer_lock = threading.Lock()
 
     @property
     def num_parameters(self) -> int:

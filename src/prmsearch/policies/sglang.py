@@ -35,7 +35,6 @@ How a driver round reaches the engine:
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,7 +49,7 @@ from prmsearch.engines.http import (
     auth_headers,
 )
 from prmsearch.engines.prompt_formats import resolve_prompt_format
-from prmsearch.policies.base import Generation, GenerationRequest, StepOutput
+from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, TokenizerLock
 from prmsearch.policies.vllm_output import step_output
 
 SEED_MASK = (1 << 62) - 1
@@ -172,7 +171,7 @@ class SGLangPolicy:
         self.http = SGLangHTTPOptions(max_prompts_per_request, max_concurrency)
         self.retry = _retry_policy(retry, max_concurrency)
         self._session = PostSession(auth_headers(api_key_env), self.retry)
-        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+        self._tokenizer_lock = TokenizerLock()
         self.base_url = base_url.rstrip("/") if base_url else None
         self.engine = None
         if self.base_url is None:
@@ -185,15 +184,6 @@ class SGLangPolicy:
             self.engine = sglang.Engine(model_path=self.model, **engine)
         elif engine:
             raise ValueError(f"engine arguments {sorted(engine)} apply to the offline engine only")
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_tokenizer_lock"]  # a lock does not pickle; a copy gets its own
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._tokenizer_lock = threading.Lock()
 
     @property
     def num_parameters(self) -> int:

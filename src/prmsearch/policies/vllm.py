@@ -30,7 +30,6 @@ token limit or the end of the context is ``LENGTH``. Whole-solution requests
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +48,13 @@ from prmsearch.engines.vllm_engine import (
     shutdown_llm,
 )
 from prmsearch.engines.vllm_loop import EngineLoop
-from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, generation_budget
+from prmsearch.policies.base import (
+    Generation,
+    GenerationRequest,
+    StepOutput,
+    TokenizerLock,
+    generation_budget,
+)
 from prmsearch.policies.vllm_output import is_blank_step, step_output
 
 SEED_MASK = (1 << 62) - 1  # vLLM adds the sample index to a request's seed; stay inside int64
@@ -121,7 +126,7 @@ class VLLMPolicy:
         self.cost = folder_cost(model_folder(cfg.model)) or ModelCost.dense(self._num_parameters)
         self.eos_ids = _eos_ids(cfg.model, tokenizer)
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
-        self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+        self._tokenizer_lock = TokenizerLock()
         self._loop = EngineLoop(self.llm) if engine_loop else None
 
     @property

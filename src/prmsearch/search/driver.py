@@ -548,22 +548,22 @@ class Driver:
         """Generate every job's requests in one policy call, write the children, then score the
         new paths in one scorer call (only the jobs that want scores: see `_wants_scores`)."""
         batch = [(job, expand, self._requests(job, expand)) for job, expand in expanding]
-        started = time.perf_counter()
-        generations = self._generate(batch)
-        elapsed = time.perf_counter() - started
-        self.stats.policy_batches += 1
-        self.stats.policy_s += elapsed
-        self.stats.backend_s += elapsed
+        generations = self._timed("policy", self._generate, batch)
         written = [entry for entry in self._write_generations(batch, generations)
                    if self._wants_scores(entry[0])]
         if written:
-            started = time.perf_counter()
-            scored = self._score(written)
-            elapsed = time.perf_counter() - started
-            self.stats.scorer_batches += 1
-            self.stats.scorer_s += elapsed
-            self.stats.backend_s += elapsed
-            self._write_scored(written, scored)
+            self._write_scored(written, self._timed("scorer", self._score, written))
+
+    def _timed(self, backend: str, call: Callable[[list], dict[int, list]], batch: list) -> dict[int, list]:
+        """One lock-step backend call, counted in `stats` (``backend`` "policy" or "scorer")."""
+        started = time.perf_counter()
+        out = call(batch)
+        elapsed = time.perf_counter() - started
+        stats = self.stats
+        setattr(stats, f"{backend}_batches", getattr(stats, f"{backend}_batches") + 1)
+        setattr(stats, f"{backend}_s", getattr(stats, f"{backend}_s") + elapsed)
+        stats.backend_s += elapsed
+        return out
 
     def _generate(self, batch: list[tuple[_Job, Any, list]]) -> dict[int, list]:
         """One batched policy call for ``(job, expand, requests)`` triples (see `_batched`)."""
