@@ -1,7 +1,7 @@
 """The house's import rules, read from the source with ``ast`` (no third-party tool).
 
 Imports point one way, down: ground <- engines <- policies, scorers <- search <- api <- arith <-
-benchmarks <- prm, perf, conformance <- cli. Policies and scorers are siblings (neither imports the
+benchmarks <- prm, perf, conformance, serve <- cli. Policies and scorers are siblings (neither imports the
 other; what both need lives in ``engines``), so are ``prm``, ``perf`` and ``conformance`` (the
 checks for new parts, which only the command line may import). Strategies import only the search
 core and the ground floor; the search core sees backends only through their protocol modules.
@@ -32,6 +32,7 @@ FLOORS = {
     "prm": 7,
     "perf": 7,
     "conformance": 7,
+    "serve": 7,
     "cli": 8,
 }
 SIBLINGS = {
@@ -39,6 +40,9 @@ SIBLINGS = {
     frozenset({"prm", "perf"}),
     frozenset({"prm", "conformance"}),
     frozenset({"perf", "conformance"}),
+    frozenset({"serve", "prm"}),
+    frozenset({"serve", "perf"}),
+    frozenset({"serve", "conformance"}),
 }
 GROUND = {"tree", "answers", "registry", "seeding", "costs"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.

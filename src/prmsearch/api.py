@@ -14,7 +14,7 @@ from prmsearch.scorers.base import SCORERS, Scorer, make_scorer
 from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, as_strategy
-from prmsearch.search.session import DriverSession
+from prmsearch.search.session import DriverSession, Progress
 from prmsearch.seeding import problem_seed
 
 
@@ -253,6 +253,10 @@ class SearchSession:
         if seed is None:
             seed = problem_seed(self.searcher.seed, question)
         return self._session.submit(question, bound, seed)
+
+    def progress(self, future: Future) -> Progress | None:
+        """How far a submitted question's search has come (None once finished)."""
+        return self._session.progress(future)
 
     def solve(self, question: str, **kwargs: Any) -> SearchResult:
         """Submit one question and wait for its result."""

@@ -11,9 +11,9 @@ when the sweep is incomplete (rows missing, or stopped because the server looks 
 This package builds the parser and runs a command (:func:`main`); the parts live in
 :mod:`~prmsearch.cli.errors` (one-line errors, argparse types), :mod:`~prmsearch.cli.backends`
 (backend, sampling and strategy flags), :mod:`~prmsearch.cli.solve` (``solve``, ``strategies``),
-:mod:`~prmsearch.cli.bench` (``bench``), :mod:`~prmsearch.cli.prm_kit` (``label``, ``train-prm``)
-and :mod:`~prmsearch.cli.plugins` (``--plugin``). The names below are importable from here as
-they were when the CLI was one module.
+:mod:`~prmsearch.cli.bench` (``bench``), :mod:`~prmsearch.cli.prm_kit` (``label``, ``train-prm``),
+:mod:`~prmsearch.cli.serve` (``serve``) and :mod:`~prmsearch.cli.plugins` (``--plugin``). The
+names below are importable from here as they were when the CLI was one module.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from prmsearch.cli.errors import (
 )
 from prmsearch.cli.plugins import PLUGINS_ENV, load_plugins
 from prmsearch.cli.prm_kit import _add_label, _add_train_prm, cmd_label, cmd_train_prm
+from prmsearch.cli.serve import _add_serve, cmd_serve
 from prmsearch.cli.solve import _add_solve, _add_strategies, check_question, cmd_solve, cmd_strategies
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "cli_text",
     "cmd_bench",
     "cmd_label",
+    "cmd_serve",
     "cmd_solve",
     "cmd_strategies",
     "cmd_train_prm",
@@ -134,7 +136,7 @@ def _benchmark_commands(sub) -> None:
     register_perf_command(sub)
 
 
-_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm]
+_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -226,6 +226,11 @@ class HFPolicy:
         """The exact text fed to the model for ``question`` and the steps taken so far."""
         return self._prompts.text(question, steps, delimiter)
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context length in tokens (None when its config does not say)."""
+        return self._max_positions
+
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
         """The prompt's token ids."""
         return self._prompts.ids(question, steps, delimiter)

@@ -264,6 +264,11 @@ class OpenAIPolicy:
         return body
 
     # ---------------------------------------------------------------------------- generate
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context length in tokens, as configured (``context_length``)."""
+        return self.config.context_length
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """One :class:`Generation` per request, in order; all HTTP calls of the batch at once.
         Thread-safe: concurrent calls share the session's connections and concurrency limit."""

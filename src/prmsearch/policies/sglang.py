@@ -202,6 +202,11 @@ class SGLangPolicy:
             self.engine = None
         self._session.close()
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context length in tokens (None when neither engine nor config says)."""
+        return self.max_length or None
+
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
         """The prompt's token ids (the same text and tokenizer as the other backends)."""
         text = self.prompt_format.render(self.tokenizer, question, steps, delimiter)

@@ -168,6 +168,11 @@ class VLLMPolicy:
         """The exact text fed to the model for ``question`` and the steps taken so far."""
         return self._prompts.text(question, steps, delimiter)
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The engine's context length in tokens (``max_model_len``)."""
+        return self.max_model_len
+
     def prompt_ids(self, question: str, steps: Sequence[str], delimiter: str = "\n\n") -> list[int]:
         """The prompt's token ids."""
         return self._prompts.ids(question, steps, delimiter)

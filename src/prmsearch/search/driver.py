@@ -455,6 +455,8 @@ class Driver:
                         advance(event[1])
                     elif kind == "close":
                         accepting = False
+                    elif kind == "wake":  # a caller cancelled: the loop runs once to drop its job
+                        pass
                     elif kind == "generated":
                         items = event[1]
                         generating.finished(items)

@@ -14,8 +14,10 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
 
 from prmsearch.search.driver import Driver, SearchResult, _Job, fewer_gc_pauses
 from prmsearch.search.protocol import BoundStrategy
@@ -23,6 +25,21 @@ from prmsearch.search.protocol import BoundStrategy
 
 class SessionClosed(RuntimeError):
     """The session no longer takes problems (closed, or its thread stopped on an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far one submitted problem's search has come (a server's progress events).
+
+    Attributes:
+        nodes: steps in its tree so far (the root included).
+        generated_tokens: tokens the policy generated for it so far.
+        elapsed_s: seconds since it was submitted.
+    """
+
+    nodes: int
+    generated_tokens: int
+    elapsed_s: float
 
 
 class DriverSession:
@@ -47,6 +64,7 @@ class DriverSession:
         self._open = True
         self._error: BaseException | None = None
         self._pending: dict[int, Future] = {}
+        self._jobs: dict[int, _Job] = {}
         self._numbers = itertools.count()
         self._thread = threading.Thread(target=self._run, name="prmsearch-session", daemon=True)
         self._thread.start()
@@ -79,8 +97,27 @@ class DriverSession:
             job = _Job(number, question, strategy, int(seed))
             job.ticket = future
             self._pending[number] = future
+            self._jobs[id(future)] = job
             self._events.put(("job", job))
+        future.add_done_callback(self._wake_if_cancelled)
         return future
+
+    def progress(self, future: Future) -> Progress | None:
+        """How far the problem of ``future`` has come; None once it finished (or if unknown).
+
+        Read from another thread while the flow writes: the counts may lag by one step.
+        """
+        with self._lock:
+            job = self._jobs.get(id(future))
+        if job is None:
+            return None
+        return Progress(len(job.tree), job.ledger.generated_tokens, time.perf_counter() - job.started)
+
+    def _wake_if_cancelled(self, future: Future) -> None:
+        """A cancelled problem is dropped at the flow's next event: send one now, so that a
+        caller who stopped waiting frees its batch slots at once, not when other work returns."""
+        if future.cancelled():
+            self._events.put(("wake",))
 
     def close(self, wait: bool = True) -> None:
         """Take no more problems; with ``wait``, return once every submitted one has finished."""
@@ -99,6 +136,8 @@ class DriverSession:
                 result.notes.append(note)
         with self._lock:
             future = self._pending.pop(job.index, None)
+            if future is not None:
+                self._jobs.pop(id(future), None)
         if future is not None:
             with contextlib.suppress(InvalidStateError):  # cancelled meanwhile: nobody waits
                 future.set_result(result)
@@ -112,6 +151,7 @@ class DriverSession:
                 self._open = False
                 self._error = exc
                 pending, self._pending = self._pending, {}
+                self._jobs.clear()
             for future in pending.values():
                 with contextlib.suppress(InvalidStateError):
                     future.set_exception(exc)

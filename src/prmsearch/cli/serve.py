@@ -1,0 +1,89 @@
+"""The ``serve`` command: the search behind an OpenAI-compatible HTTP API (``prmsearch.serve``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from prmsearch.cli.backends import add_backend_arguments, add_strategy_arguments, build_searcher, set_threads
+from prmsearch.cli.errors import FlagError, csv_of, flag_context, int_at_least
+
+EPILOG = """\
+examples:
+  prmsearch serve --port 8000
+  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model": "beam-16", "messages": [{"role": "user", "content": "Start with 7. Add 5. Add 2."}]}'
+
+Model ids: '<strategy>-<budget>' (beam-16, best_of_n-4, ...; GET /v1/models lists them) and the
+policy's own id for plain decoding. Search options go in the body (`extra_body` in the openai client):
+"strategy", "budget", any strategy option ("width": 4), or a "prmsearch" object holding them."""
+
+
+def policy_id(args: argparse.Namespace) -> str:
+    """The model id of plain decoding: ``--policy-id``, else the policy's name or folder name."""
+    if args.policy_id:
+        return args.policy_id
+    if not args.policy:
+        return "arith"
+    return Path(args.policy.rstrip("/")).name or args.policy
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from prmsearch.serve import ServeConfig, serve
+    except ImportError as exc:
+        raise FlagError("serve", "", f"needs the serve extra ({exc.name} is missing): "
+                        "pip install 'prmsearch[serve]'") from exc
+    with flag_context("--port", args.port):
+        config = ServeConfig(
+            host=args.host,
+            port=args.port,
+            budgets=tuple(args.budgets),
+            policy_id=policy_id(args),
+            api_key_env=args.api_key_env,
+            max_prompt_chars=args.max_prompt_chars,
+        )
+    set_threads(args.threads)
+    searcher = build_searcher(args)
+    searcher.config = dataclasses.replace(searcher.config, schedule=args.schedule)
+    keyed = "with a bearer key" if os.environ.get(config.api_key_env) else "without a key"
+    budget = getattr(searcher.strategy.config, "n", "")
+    print(f"prmsearch serve: http://{config.host}:{config.port}/v1 ({keyed}; strategy "
+          f"{searcher.strategy.name}-{budget})", file=sys.stderr, flush=True)
+    serve(searcher, config, log_level=args.log_level)
+    return 0
+
+
+def _add_serve(sub) -> None:
+    serve = sub.add_parser(
+        "serve", help="serve search behind an OpenAI-compatible API",
+        description="Serve PRM-guided search behind OpenAI's /v1/chat/completions and /v1/completions; "
+        "concurrent requests share the backends' batches.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_strategy_arguments(serve)
+    add_backend_arguments(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--budgets", type=csv_of(int_at_least(1), "budgets", "4,16,64"), default=(4, 16, 64),
+        metavar="N,N,...",
+        help="budgets listed as model ids for every strategy (default: 4,16,64)",
+    )
+    serve.add_argument("--policy-id", default=None,
+                       help="model id of plain decoding (default: the policy's name)")
+    serve.add_argument(
+        "--api-key-env", default="PRMSEARCH_API_KEY", metavar="VAR",
+        help="environment variable with the bearer key clients must send (default: PRMSEARCH_API_KEY; "
+        "unset: no key)",
+    )
+    serve.add_argument("--max-prompt-chars", type=int_at_least(1), default=32_000,
+                       help="longest question accepted, in characters (default: 32000)")
+    serve.add_argument("--schedule", choices=["auto", "rounds", "async"], default="auto",
+                       help="driver schedule (default: auto)")
+    serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"],
+                       default="info", help="uvicorn's log level (default: info)")
+    serve.set_defaults(func=cmd_serve)

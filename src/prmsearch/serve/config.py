@@ -1,0 +1,49 @@
+"""The search server's settings, validated once when the server starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Where the bearer key is read from by default (never logged, never echoed).
+API_KEY_ENV = "PRMSEARCH_API_KEY"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How ``prmsearch serve`` listens and what it accepts.
+
+    Attributes:
+        host, port: where it listens (loopback by default: expose it on purpose).
+        budgets: the budgets listed as model ids (``beam-4``, ``beam-16``, ...); any budget can
+            still be asked for in a request body (``"budget": 32``).
+        policy_id: the model id of plain decoding (greedy, no search), e.g. the policy's name.
+        api_key_env: the environment variable holding the bearer key; unset or empty = no key.
+        max_prompt_chars: a question longer than this is refused before any search (400).
+        max_choices: the most choices (``n``) one request may ask for.
+        max_questions: the most prompts one ``/v1/completions`` request may carry.
+        progress_every_s: seconds between progress comments in a streamed response.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    budgets: tuple[int, ...] = (4, 16, 64)
+    policy_id: str = "policy"
+    api_key_env: str = API_KEY_ENV
+    max_prompt_chars: int = 32_000
+    max_choices: int = 64
+    max_questions: int = 64
+    progress_every_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be an int in 0..65535, got {self.port!r}")
+        if not self.budgets or any(not isinstance(b, int) or b < 1 for b in self.budgets):
+            raise ValueError(f"budgets must be one or more ints >= 1, got {self.budgets!r}")
+        if not isinstance(self.policy_id, str) or not self.policy_id.strip():
+            raise ValueError(f"policy_id must be a non-empty model id, got {self.policy_id!r}")
+        for name in ("max_prompt_chars", "max_choices", "max_questions"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not self.progress_every_s > 0:
+            raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s!r}")
