@@ -50,7 +50,8 @@ class ServeProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"prmsearch serve exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+                tail = self.log.read_text()[-3000:]
+                raise RuntimeError(f"prmsearch serve exited {self.proc.returncode}: {tail}")
             try:
                 if httpx.get(f"{self.base}/health", timeout=2.0).status_code == 200:
                     return
@@ -77,6 +78,7 @@ class ServeProcess:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> Iterator[ServeProcess]:
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    process = ServeProcess(["--policy", "flaky-arith", "--budgets", "4,16"], log, {"PRMSEARCH_API_KEY": API_KEY})
+    args = ["--policy", "flaky-arith", "--budgets", "4,16"]
+    process = ServeProcess(args, log, {"PRMSEARCH_API_KEY": API_KEY})
     yield process
     process.close()

@@ -23,6 +23,10 @@ OTHERS = [
 ]
 
 
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
 @pytest.fixture(scope="module")
 def client(server):
     with openai.OpenAI(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=120.0) as c:
@@ -50,7 +54,7 @@ def test_models_list_strategies_at_each_budget_and_the_policy(client):
 def test_chat_answer_is_the_same_search_as_in_process(client):
     import prmsearch
 
-    reply = client.chat.completions.create(model="beam-16", messages=[{"role": "user", "content": QUESTION}])
+    reply = client.chat.completions.create(model="beam-16", messages=user(QUESTION))
     local = prmsearch.solve(QUESTION, strategy="beam", n=16, seed=0)
     choice = reply.choices[0]
     assert choice.message.content == local.text
@@ -83,7 +87,7 @@ def test_search_options_from_extra_body_and_n_choices(client):
     scores = [c.model_extra["prmsearch"]["score"] for c in reply.choices[1:]]
     assert scores == sorted(scores, reverse=True)
     nested = client.chat.completions.create(
-        model="particle_filter-4", messages=[{"role": "user", "content": QUESTION}],
+        model="particle_filter-4", messages=user(QUESTION),
         extra_body={"prmsearch": {"temperature": 2.0}},
     )
     assert nested.model_extra["prmsearch"]["options"]["temperature"] == 2.0
@@ -119,7 +123,7 @@ def test_stream_gives_the_same_answer_in_openai_chunks(client):
 
 
 def test_plain_decoding_under_the_policy_id(client):
-    reply = client.chat.completions.create(model="flaky-arith", messages=[{"role": "user", "content": QUESTION}])
+    reply = client.chat.completions.create(model="flaky-arith", messages=user(QUESTION))
     assert reply.model_extra["prmsearch"]["strategy"] == "greedy"
     assert reply.choices[0].message.content
 
@@ -159,10 +163,10 @@ def test_bad_requests_get_openai_error_bodies(server, body, status, words):
 def test_malformed_json_and_the_official_clients_errors(server, client):
     assert raw(server, "/chat/completions", "{not json").status_code == 400
     with pytest.raises(openai.BadRequestError, match="multiple of"):
-        client.chat.completions.create(model="beam-16", messages=[{"role": "user", "content": QUESTION}],
+        client.chat.completions.create(model="beam-16", messages=user(QUESTION),
                                        extra_body={"width": 5})
     with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="beam-16", messages=[{"role": "user", "content": "Add 1. " * 200}])
+        client.chat.completions.create(model="beam-16", messages=user("Add 1. " * 200))
     assert info.value.code == "context_length_exceeded"
 
 
@@ -181,8 +185,8 @@ def test_the_key_is_required_and_never_echoed(server):
 
 def test_a_failing_backend_is_a_503_and_the_next_request_works(client, server):
     with pytest.raises(openai.InternalServerError, match="backend failure on purpose"):
-        client.chat.completions.create(model="beam-4", messages=[{"role": "user", "content": "BREAK " + QUESTION}])
-    reply = client.chat.completions.create(model="beam-4", messages=[{"role": "user", "content": QUESTION}])
+        client.chat.completions.create(model="beam-4", messages=user("BREAK " + QUESTION))
+    reply = client.chat.completions.create(model="beam-4", messages=user(QUESTION))
     assert reply.choices[0].message.content
     stream = raw(server, "/chat/completions", {"model": "beam-4", "stream": True,
                                               "messages": [{"role": "user", "content": "BREAK it"}]})
@@ -192,14 +196,14 @@ def test_a_failing_backend_is_a_503_and_the_next_request_works(client, server):
 
 def test_concurrent_clients_get_their_own_answers(client):
     questions = [QUESTION, *OTHERS] * 2
-    alone = {q: client.chat.completions.create(model="beam-4", messages=[{"role": "user", "content": q}])
+    alone = {q: client.chat.completions.create(model="beam-4", messages=user(q))
              .choices[0].message.content for q in set(questions)}
     answers: dict[int, str] = {}
     errors: list[BaseException] = []
 
     def ask(i: int, q: str) -> None:
         try:
-            reply = client.chat.completions.create(model="beam-4", messages=[{"role": "user", "content": q}])
+            reply = client.chat.completions.create(model="beam-4", messages=user(q))
             answers[i] = reply.choices[0].message.content
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -219,7 +223,7 @@ def test_a_client_that_disconnects_has_its_work_dropped_not_others(server, clien
     result: dict[str, str] = {}
 
     def other() -> None:
-        reply = client.chat.completions.create(model="beam-4", messages=[{"role": "user", "content": QUESTION}])
+        reply = client.chat.completions.create(model="beam-4", messages=user(QUESTION))
         result["answer"] = reply.choices[0].message.content
 
     before = server.health()["served"]
