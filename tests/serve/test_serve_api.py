@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from conftest import API_KEY
+from serve_process import API_KEY
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
@@ -239,3 +239,21 @@ def test_a_client_that_disconnects_has_its_work_dropped_not_others(server, clien
     assert health["pending"] == 0
     assert result["answer"]
     assert health["served"] <= before + 1  # the dropped prompts were never served
+
+
+def test_a_stream_sends_progress_comments_while_it_searches(server):
+    body = {"model": "beam-16", "stream": True, "prompt": [QUESTION, *OTHERS]}
+    lines = []
+    with httpx.stream("POST", f"{server.url}/completions", json=body, timeout=120,
+                      headers={"Authorization": f"Bearer {API_KEY}"}) as reply:
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in reply.iter_lines() if line]
+    marker = ": progress "
+    progress = [json.loads(line.removeprefix(marker)) for line in lines if line.startswith(marker)]
+    assert progress, lines[:5]
+    assert progress[-1]["questions"] == 4 and progress[-1]["nodes"] >= 4
+    data = [line for line in lines if line.startswith("data: ")]
+    assert data[-1] == "data: [DONE]"
+    chunks = [json.loads(line[6:]) for line in data[:-1]]
+    assert {c["choices"][0]["index"] for c in chunks if c["choices"]} == {0, 1, 2, 3}
+    assert "step_score" in chunks[0]["choices"][0]["prmsearch"]

@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             policy_id=policy_id(args),
             api_key_env=args.api_key_env,
             max_prompt_chars=args.max_prompt_chars,
+            progress_every_s=args.progress_every,
         )
     set_threads(args.threads)
     searcher = build_searcher(args)
@@ -82,6 +83,8 @@ def _add_serve(sub) -> None:
     )
     serve.add_argument("--max-prompt-chars", type=int_at_least(1), default=32_000,
                        help="longest question accepted, in characters (default: 32000)")
+    serve.add_argument("--progress-every", type=float, default=1.0, metavar="S",
+                       help="seconds between progress comments in a streamed answer (default: 1)")
     serve.add_argument("--schedule", choices=["auto", "rounds", "async"], default="auto",
                        help="driver schedule (default: auto)")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"],

@@ -109,7 +109,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
 
     async def _answer(request: Request, search: SearchRequest, chat: bool) -> Any:
         for question in search.questions:
-            service.check_fits(question)
+            service.check_fits(question, "messages" if chat else "prompt")
         if search.stream:
             return StreamingResponse(_stream(search, chat), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

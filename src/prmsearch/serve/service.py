@@ -40,7 +40,7 @@ class SearchService:
         session = self._session
         return session.pending if session is not None else 0
 
-    def check_fits(self, question: str) -> None:
+    def check_fits(self, question: str, param: str = "messages") -> None:
         """Refuse a question that alone fills the policy's context (when the policy can tell)."""
         policy = self.searcher.policy
         context = getattr(policy, "context_tokens", None)
@@ -57,7 +57,7 @@ class SearchService:
                 400,
                 f"This model's maximum context length is {context} tokens; the question's prompt has "
                 f"{length} tokens and leaves no room for a step: shorten the question",
-                param="messages",
+                param=param,
                 code="context_length_exceeded",
             )
 
