@@ -35,7 +35,7 @@ def test_recipe_resolves_to_a_valid_sweep(path):
     assert recipe.policy.model and recipe.prm.model and recipe.prm.family
     assert recipe.sweep.policy_backend == recipe.policy.backend
     assert recipe.sweep.prm_family == recipe.prm.family
-    assert recipe.prm.scorer_name() in ("vllm-qwen-prm", recipe.prm.family)
+    assert recipe.prm.scorer_name() in ("vllm-qwen-prm", "vllm-server", recipe.prm.family)
     assert recipe.sweep.to_dict()["strategies"]  # JSON-ready for the manifest
 
 
@@ -60,6 +60,11 @@ def test_the_papers_setups():
         ({"prm": {"backend": "hf", "family": "qwen", "model": "m"}}, "prm.family"),
         ({"policy": {"backend": "vllm", "model": "m", "args": {"gpu_mem": 1}}}, "unknown policy.args"),
         ({"policy": {"backend": "openai", "model": "m"}}, "base_url"),
+        ({"prm": {"backend": "vllm-server", "family": "qwen-prm", "model": "m"}}, "prm.args.base_url"),
+        ({"prm": {"backend": "vllm-server", "family": "rlhflow", "model": "m",
+                  "args": {"base_url": "http://h:1/v1"}}}, "use prm.backend: hf"),
+        ({"prm": {"backend": "vllm-server", "family": "qwen-prm", "model": "m",
+                  "args": {"base_url": "http://h:1/v1", "gpu_memory_utilization": 0.5}}}, "unknown prm.args"),
         ({"strategies": {"beem": {}}}, "beem"),
         ({"budgets": [0]}, "budgets"),
         ({"dataset": {"name": "nope"}}, "unknown dataset"),
@@ -100,3 +105,17 @@ def test_a_registered_policy_backend_is_accepted():
     recipe = parse_recipe({**MINIMAL, "policy": {"backend": "test-recipe-backend", "model": "m"}})
     assert recipe.policy.backend == "test-recipe-backend"
     assert recipe.build_policy() == {"model": "m"}
+
+
+def test_a_prm_server_recipe_builds_the_vllm_server_scorer(monkeypatch):
+    from prmsearch.scorers.base import SCORERS
+
+    made = {}
+    monkeypatch.setitem(SCORERS._entries, "vllm-server", type(SCORERS.entry("arith"))(
+        "vllm-server", lambda **kw: made.setdefault("prm", kw)))
+    args = {"base_url": "http://10.0.0.2:8001/v1", "tokenizer": "some/prm", "max_concurrency": 8}
+    recipe = parse_recipe({**MINIMAL, "prm": {"backend": "vllm-server", "family": "qwen-prm",
+                                              "model": "served-prm", "args": args}})
+    assert recipe.prm.scorer_name() == "vllm-server"
+    recipe.build_scorer()
+    assert made["prm"] == {"model": "served-prm", "family": "qwen-prm", **args}

@@ -9,6 +9,13 @@ It answers the plain arithmetic-style prompt ``question\\n\\n step\\n\\n ...`` w
 * prompts containing ``POISON`` always get HTTP 500 (a per-problem failure);
 * ``delay_s``: every answer waits that long; ``most_in_flight`` and ``connections`` record how
   many requests were served at once and over how many client connections.
+
+``POST .../pooling`` answers like a vLLM pooling server running a ``qwen-prm`` PRM with
+``task: "token_classify"``: one row ``[1 - p, p]`` per ``step_tag_id`` token of every input id
+list, ``p`` a fixed function of the ids up to that tag. The same ``fail_first`` and ``mode``
+(``"500"``, ``"malformed"``, ``"hang"``) apply, plus ``"short_rows"`` (one row too few),
+``"not_probabilities"`` (raw logits) and ``"missing_item"`` (one input left unanswered); an input
+holding ``poison_token`` gets HTTP 500 (a per-problem failure).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ class FaultServer:
         self.mode = "ok"
         self.fail_first = 0
         self.hang_s = 3.0
+        self.step_tag_id = 159  # <extra_0> in the shipped arithmetic tokenizer
+        self.poison_token: int | None = None
         self.delay_s = 0.0  # every answer waits this long (so that requests overlap)
         self.in_flight = self.most_in_flight = 0
         self.connections: set[tuple[str, int]] = set()  # client (host, port) pairs seen
@@ -64,13 +73,14 @@ class FaultServer:
                     outer.connections.add(self.client_address)
                 try:
                     time.sleep(outer.delay_s)
-                    status, payload = outer.answer(body, count)
+                    status, payload = outer.answer(body, count, self.path)
                 finally:
                     with outer._lock:
                         outer.in_flight -= 1
                 if status == -1:  # hang: answer late (the client has given up by then)
                     time.sleep(outer.hang_s)
-                    status, payload = 200, json.dumps(outer.completion(body)).encode()
+                    late = outer.pooling(body) if _is_pooling(self.path) else outer.completion(body)
+                    status, payload = 200, json.dumps(late).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -89,12 +99,15 @@ class FaultServer:
     def reset(self, mode: str = "ok", fail_first: int = 0) -> None:
         with self._lock:
             self.mode, self.fail_first = mode, fail_first
+            self.poison_token = None
             self.delay_s, self.most_in_flight = 0.0, 0
             self.connections.clear()
             self.requests.clear()
             self.headers.clear()
 
-    def answer(self, body: dict[str, Any], count: int) -> tuple[int, bytes]:
+    def answer(self, body: dict[str, Any], count: int, path: str = "/v1/completions") -> tuple[int, bytes]:
+        if _is_pooling(path):
+            return self.pooling_answer(body, count)
         prompt = body.get("prompt", "")
         if "POISON" in str(prompt) or self.mode == "500" or count <= self.fail_first:
             return 500, b'{"error": "injected failure"}'
@@ -129,6 +142,34 @@ class FaultServer:
                                               "completion_tokens": 4 * n,
                                               "prompt_tokens_details": {"cached_tokens": 2}}}
 
+    def pooling_answer(self, body: dict[str, Any], count: int) -> tuple[int, bytes]:
+        inputs = body.get("input", [])
+        poisoned = self.poison_token is not None and any(self.poison_token in ids for ids in inputs)
+        if poisoned or self.mode == "500" or count <= self.fail_first:
+            return 500, b'{"error": "injected failure"}'
+        if self.mode == "malformed":
+            return 200, b'{"data": [{"index": 0, "data": [[0.1, 0.'
+        if self.mode == "hang":
+            return -1, b""
+        return 200, json.dumps(self.pooling(body)).encode()
+
+    def pooling(self, body: dict[str, Any]) -> dict[str, Any]:
+        items = []
+        for k, ids in enumerate(body.get("input", [])):
+            rows = []
+            for end, token in enumerate(ids, start=1):
+                if token == self.step_tag_id:
+                    p = 0.05 + 0.9 * (sum(ids[:end]) % 101) / 100
+                    rows.append([3.0, -2.0] if self.mode == "not_probabilities" else [1.0 - p, p])
+            if self.mode == "short_rows":
+                rows = rows[:-1]
+            items.append({"index": k, "object": "pooling", "data": rows})
+        if self.mode == "missing_item":
+            items = items[:-1]
+        tokens = sum(len(ids) for ids in body.get("input", []))
+        return {"id": "pool-fake", "object": "list", "model": body.get("model") or "fake",
+                "data": items, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
     def close(self) -> None:
         """Stop like a dead process: no new connections, and the kept-alive ones cut."""
         self.httpd.shutdown()
@@ -139,3 +180,7 @@ class FaultServer:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+
+
+def _is_pooling(path: str) -> bool:
+    return path.rstrip("/").endswith("/pooling")

@@ -15,7 +15,8 @@ Schema (unknown keys are errors that name the key)::
     name: str                     # required
     description: str
     policy: {backend: vllm|hf|openai|sglang|<registered>, model: str, args: {...}}
-    prm: {backend: vllm|hf, family: qwen-prm|rlhflow|..., model: str, args: {...}}
+    prm: {backend: vllm|hf|vllm-server, family: qwen-prm|rlhflow|..., model: str, args: {...}}
+                                  # vllm-server: model = the served name, args.base_url = the server
     sampling: {temperature, top_p, max_step_tokens, delimiter}
     search: {max_depth, chunk}
     dataset: {name, path, split, limit, shuffle_seed}
@@ -34,9 +35,10 @@ from typing import Any
 from prmsearch.benchmarks.sweep_config import SweepConfig
 
 POLICY_BACKENDS = ("hf", "vllm", "openai", "sglang", "arith")
-PRM_BACKENDS = ("hf", "vllm")
+PRM_BACKENDS = ("hf", "vllm", "vllm-server")
 #: PRM families each scorer backend can run, and the scorer name that builds them.
 _VLLM_SCORERS = {"qwen-prm": "vllm-qwen-prm"}
+_SERVER_SCORERS = {"qwen-prm": "vllm-server"}  # the PRM on a vLLM pooling server (another host)
 _TOP_KEYS = {"name", "description", "policy", "prm", "sampling", "search", "dataset", "strategies",
              "budgets", "seeds"}
 _SECTION_KEYS = {
@@ -62,6 +64,10 @@ def _known_args(kind: str, backend: str) -> set[str] | None:
         extra = {"prompt_format", "tokenizer"} if kind == "policy" else \
             {"tokenizer", "format_options", "score_cache_entries"}
         return engine | extra
+    if kind == "prm" and backend == "vllm-server":
+        from prmsearch.scorers.vllm_server import VLLMServerPRMConfig
+
+        return set(VLLMServerPRMConfig.__dataclass_fields__) - {"model", "family"}
     if kind == "policy" and backend == "openai":
         from prmsearch.policies.openai import OpenAIPolicyConfig
 
@@ -75,8 +81,8 @@ class BackendSpec:
 
     Attributes:
         backend: policy backend (``hf``, ``vllm``, ``openai``, ``sglang``, ...) or PRM backend
-            (``hf``, ``vllm``).
-        model: model folder or Hub id (for ``openai``: the served model name).
+            (``hf``, ``vllm``, ``vllm-server``).
+        model: model folder or Hub id (for ``openai`` and ``vllm-server``: the served model name).
         family: PRM family (PRM specs only), never guessed from the model name.
         args: keyword arguments of the backend (engine arguments, prompt format, base URL...).
     """
@@ -90,6 +96,8 @@ class BackendSpec:
         """The registered scorer that runs this PRM spec."""
         if self.backend == "vllm":
             return _VLLM_SCORERS[str(self.family)]
+        if self.backend == "vllm-server":
+            return _SERVER_SCORERS[str(self.family)]
         return str(self.family)
 
 
@@ -115,7 +123,10 @@ class Recipe:
     def build_scorer(self):
         """Load the PRM scorer."""
         from prmsearch.scorers import make_scorer
-        return make_scorer(self.prm.scorer_name(), model=self.prm.model, **dict(self.prm.args))
+        args = dict(self.prm.args)
+        if self.prm.backend == "vllm-server":
+            args["family"] = self.prm.family
+        return make_scorer(self.prm.scorer_name(), model=self.prm.model, **args)
 
     def build_backends(self):
         """``(policy, scorer)``; the policy first, so GPU memory shares apply in that order."""
@@ -170,6 +181,13 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
     if backend == "vllm" and family not in _VLLM_SCORERS:
         raise RecipeError(f"{source}: the vllm PRM backend runs families {sorted(_VLLM_SCORERS)}, "
                           f"got {family!r}; use prm.backend: hf")
+    if backend == "vllm-server":
+        if family not in _SERVER_SCORERS:
+            raise RecipeError(f"{source}: the vllm-server PRM backend runs families "
+                              f"{sorted(_SERVER_SCORERS)}, got {family!r}; use prm.backend: hf")
+        if "base_url" not in args:
+            raise RecipeError(f"{source}: the vllm-server PRM needs prm.args.base_url (the server, "
+                              "e.g. http://10.0.0.2:8001/v1)")
     return BackendSpec(backend, model, family, dict(args))
 
 

@@ -51,6 +51,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--prm", default=None, help="scorer name or PRM model path/Hub id (default: embedded)"
     )
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    if not parser.prog.endswith(" bench"):  # bench builds its PRM from SweepConfig, which has no URL
+        add_prm_server_arguments(parser)   # yet: there a PRM server is named by a recipe (prm.backend)
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (default: 1.0)")
     parser.add_argument(
@@ -65,6 +67,19 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int_at_least(1), default=None,
         help="torch CPU threads for in-process models (default: torch's own; 1 is often fastest for "
         "tiny models on a busy machine)",
+    )
+
+
+def add_prm_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--prm-url`` and ``--prm-tokenizer``: the PRM on a vLLM pooling server (``solve``)."""
+    parser.add_argument(
+        "--prm-url", default=None, metavar="URL",
+        help="score on a vLLM pooling server at URL (e.g. http://host:8001/v1, started with --runner "
+        "pooling); --prm then names the served PRM (default: the embedded PRM)",
+    )
+    parser.add_argument(
+        "--prm-tokenizer", default=None, metavar="PATH",
+        help="with --prm-url: the PRM's tokenizer folder or Hub id (default: --prm)",
     )
 
 
@@ -109,10 +124,18 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
         raise FlagError(flag, name, f"could not load it ({cli_text(exc)}); {fix}") from exc
 
 
-def load_scorer(name: str | None, family: str | None):
-    """The PRM scorer of ``--prm`` (and ``--prm-family``); a failure names the flag."""
+def load_scorer(name: str | None, family: str | None, url: str | None = None,
+                tokenizer: str | None = None):
+    """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-url``, ``--prm-tokenizer``); a
+    failure names the flag."""
     from prmsearch.scorers.base import SCORERS
 
+    if url is not None:
+        return load_server_scorer(name, family, url, tokenizer)
+    if tokenizer is not None:
+        raise FlagError("--prm-tokenizer", tokenizer, "needs --prm-url URL (a PRM on a vLLM pooling server)")
+    if name == SERVER_SCORER:
+        raise FlagError("--prm", name, "needs --prm-url URL, the vLLM pooling server that runs the PRM")
     names = ", ".join(SCORERS.names())
     if family is not None:
         if not name:
@@ -132,6 +155,43 @@ def load_scorer(name: str | None, family: str | None):
     except _BAD_VALUE as exc:
         fix = "give a registered scorer, or a PRM model folder or Hub id with --prm-family"
         raise FlagError("--prm", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+#: The registered scorer that scores on a vLLM pooling server (``--prm-url``).
+SERVER_SCORER = "vllm-server"
+
+
+def load_server_scorer(name: str | None, family: str | None, url: str, tokenizer: str | None):
+    """The PRM on the vLLM pooling server at ``--prm-url``. ``--prm`` names the served model (its
+    folder or Hub id, where the tokenizer is read too unless ``--prm-tokenizer`` says otherwise);
+    no ``--prm`` (or ``arith``) is the embedded PRM on that server, read like the in-process one."""
+    from prmsearch.scorers import SCORERS, make_scorer
+
+    if family not in (None, "qwen-prm"):
+        raise FlagError("--prm-family", family, "a vLLM pooling server runs the qwen-prm family only; "
+                        "drop --prm-url to run this family in process")
+    embedded = name in (None, "arith")
+    if not embedded and name != SERVER_SCORER and name in SCORERS:
+        raise FlagError("--prm", name, f"is an in-process scorer; with --prm-url give the served PRM "
+                        f"(its model folder or Hub id), or --prm {SERVER_SCORER} --prm-tokenizer PATH")
+    if embedded and tokenizer is None:
+        from prmsearch.arith.defaults import default_prm_path
+
+        tokenizer = str(default_prm_path())
+    if name == SERVER_SCORER and tokenizer is None:
+        raise FlagError("--prm", name, "needs --prm-tokenizer PATH (the served PRM's tokenizer folder "
+                        "or Hub id), or give the served PRM itself as --prm MODEL")
+    model = None if embedded or name == SERVER_SCORER else name
+    try:
+        scorer = make_scorer(SERVER_SCORER, base_url=url, model=model, tokenizer=tokenizer)
+    except ValueError as exc:
+        flag, value = ("--prm-url", url) if "base_url" in str(exc) else ("--prm", name)
+        raise FlagError(flag, value, cli_text(exc)) from exc
+    if embedded:
+        from prmsearch.arith.defaults import CanonicalQuestions
+
+        return CanonicalQuestions(scorer)  # the questions the shipped PRM reads, as `arith` does
+    return scorer
 
 
 def _option_text(options: dict[str, object]) -> str:
@@ -156,7 +216,8 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     sampling = sampling_from_flags(args)
     strategy = strategy_from_flags(args)
     policy = load_policy(args.policy, args.policy_backend)
-    scorer = load_scorer(args.prm, args.prm_family)
+    scorer = load_scorer(args.prm, args.prm_family, getattr(args, "prm_url", None),
+                         getattr(args, "prm_tokenizer", None))
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 

@@ -14,6 +14,10 @@ __all__ = ["SCORERS", "make_scorer", "register_scorer"]
 
 _BUILTIN = {
     "vllm-qwen-prm": ("prmsearch.scorers.vllm:vllm_qwen_prm", "qwen-prm family on vLLM's pooling runner"),
+    "vllm-server": (
+        "prmsearch.scorers.vllm_server:vllm_server_prm",
+        "qwen-prm family on a vLLM pooling server (another process or host), by base_url",
+    ),
     "policy-confidence": (
         "prmsearch.scorers.confidence:policy_confidence",
         "PRM-free baseline: the policy's minimum token probability so far",
