@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -35,7 +36,7 @@ class ServeProcess:
                "--threads", "1", "--log-level", "warning", *args]
         self._log = log.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
         self._wait(start_s)
 
     def _wait(self, timeout: float) -> None:
@@ -57,6 +58,8 @@ class ServeProcess:
         return httpx.get(f"{self.base}/health", timeout=5.0).json()
 
     def close(self) -> None:
+        """SIGTERM (the server closes its backends), then whatever of its process group is left
+        (an engine's worker processes) is killed."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -64,4 +67,6 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self._log.close()

@@ -31,4 +31,19 @@ def serve(searcher: Searcher, config: ServeConfig | None = None, log_level: str 
     config = config or ServeConfig()
     service, catalog = server_parts(searcher, config)
     app = build_app(service, catalog, config)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, access_log=log_level == "debug")
+    try:
+        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level,
+                    access_log=log_level == "debug")
+    finally:
+        close_backends(searcher)
+
+
+def close_backends(searcher: Searcher) -> None:
+    """Close the policy and the scorer that have ``close`` (an engine's worker processes, an HTTP
+    pool), each once: a server that stops leaves no engine behind."""
+    seen: set[int] = set()
+    for backend in (searcher.policy, searcher.scorer):
+        close = getattr(backend, "close", None)
+        if close is not None and id(backend) not in seen:
+            seen.add(id(backend))
+            close()
