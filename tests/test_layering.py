@@ -33,6 +33,7 @@ FLOORS = {
     "perf": 7,
     "conformance": 7,
     "serve": 7,
+    "viewer": 7,
     "cli": 8,
 }
 SIBLINGS = {
@@ -43,8 +44,9 @@ SIBLINGS = {
     frozenset({"serve", "prm"}),
     frozenset({"serve", "perf"}),
     frozenset({"serve", "conformance"}),
+    *(frozenset({"viewer", other}) for other in ("prm", "perf", "conformance", "serve")),
 }
-GROUND = {"tree", "answers", "registry", "seeding", "costs"}
+GROUND = {"tree", "tree_graph", "answers", "registry", "seeding", "costs"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.
 PROTOCOLS = {"prmsearch.policies.base", "prmsearch.scorers.base"}
 

@@ -263,6 +263,14 @@ class SearchTree:
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
+    def to_networkx(self, chosen: int | None = None, **attributes: Any):
+        """This tree as a ``networkx.DiGraph`` (needs networkx): one node per tree node with its
+        columns, path scores and ``chosen``/``pruned`` flags, edges parent -> child; ``chosen``
+        marks that node's path. See :mod:`prmsearch.tree_graph` for every attribute."""
+        from prmsearch.tree_graph import to_networkx
+
+        return to_networkx(self, chosen, **attributes)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SearchTree):
             return NotImplemented

@@ -22,7 +22,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,9 @@ class ResultRow:
         candidates: the strategy's final candidates (``answer``, ``group``, ``score``) for offline
             re-selection; None on rows that never had any (error rows).
         derived_from: for a row derived from a sibling strategy's run, that strategy.
+        tree: the search tree as node-link data (:func:`prmsearch.tree_graph.result_graph`), set
+            only when the sweep saves trees; never written to ``results.jsonl`` (the sweep writes
+            it to its own file first, see :mod:`prmsearch.benchmarks.trees`).
     """
 
     qid: str
@@ -79,6 +82,7 @@ class ResultRow:
     error: str | None = None
     candidates: tuple[Mapping[str, Any], ...] | None = None
     derived_from: str | None = None
+    tree: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> RowKey:

@@ -4,6 +4,9 @@ The policy and scorer are loaded once and shared by every cell of the sweep. Eac
 pending problems through one :class:`~prmsearch.api.Searcher` in chunks (one batched driver run
 per chunk), and every finished problem is appended to ``results.jsonl`` at once.
 
+With ``config.save_trees`` each problem's search tree is written to ``trees/`` just before its
+row (:mod:`prmsearch.benchmarks.trees` says why a resume then neither loses nor duplicates one).
+
 Every problem of every cell ends with exactly one row: a search that failed gets a row with its
 ``error``. A resume runs the problems without a row; with ``retry_errors`` it also runs again the
 problems whose row has an error, and the new row replaces the old one (see
@@ -30,10 +33,12 @@ from prmsearch.api import Searcher, resolve_policy, resolve_scorer
 from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.benchmarks.siblings import append_sibling_rows
 from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.benchmarks.trees import TreesFolder
 from prmsearch.policies.base import Policy, make_policy
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
 from prmsearch.seeding import problem_seed
+from prmsearch.tree_graph import result_graph
 
 
 @dataclass(frozen=True)
@@ -158,12 +163,18 @@ def result_row(
     seed: int,
     result: SearchResult,
     grade: Callable[[str | None, str], bool],
+    keep_tree: bool = False,
 ) -> ResultRow:
-    """The results.jsonl row of one finished search."""
+    """The results.jsonl row of one finished search (with its tree attached when ``keep_tree``)."""
     data = result.to_dict()
     correct = False
     if result.error is None and result.answer is not None:
         correct = bool(grade(result.answer, problem.gold))
+    tree = None
+    if keep_tree:
+        tree = result_graph(
+            result, qid=problem.qid, budget=budget, seed=seed, gold=problem.gold, correct=correct
+        )
     return ResultRow(
         qid=problem.qid,
         strategy=strategy,
@@ -181,6 +192,7 @@ def result_row(
             {"answer": c.answer, "group": c.group, "score": None if math.isnan(c.score) else float(c.score)}
             for c in result.candidates
         ),
+        tree=tree,
     )
 
 
@@ -221,6 +233,10 @@ def run_sweep(
     """
     if retry_errors and not resume:
         raise ValueError("retry_errors=True re-runs the errored rows of an earlier run; it needs resume=True")
+    if config.save_trees and runner is not None:
+        raise ValueError(
+            "save_trees keeps the trees of searches run in this process; it cannot be used with a runner"
+        )
     folder = ResultsFolder(Path(out))
     done = folder.open(config.to_dict(), resume=resume)
     if retry_errors:
@@ -272,11 +288,14 @@ def _run_todo(config, todo, folder, done: set[RowKey], build, grade, matcher, ru
     and append each row as it comes; stop with :class:`ServerDownError` on a dead server."""
     bar = _progress_bar(sum(len(p) for *_, p in todo), progress)
     streak = FailureStreak(config.max_consecutive_failures)
+    trees = TreesFolder.of_run(folder.path) if config.save_trees else None
 
     def emit(row: ResultRow) -> None:  # the single writer: a key is written once per run
         key = row.key
         if key in done:
             return
+        if trees is not None and row.tree is not None:
+            trees.write(key, row.tree)  # before its row: a row never lacks its tree
         folder.append(row)
         done.add(key)
         bar.update(1)
@@ -301,7 +320,7 @@ def _run_todo(config, todo, folder, done: set[RowKey], build, grade, matcher, ru
                 clear_backend_caches(policy, scorer)
                 searcher = make_searcher(config, policy, scorer, *cell, matcher)
                 bar.set_description(f"{strategy} n={budget} seed={seed}")
-            chunk_rows(searcher, chunk, strategy, budget, seed, grade, emit)
+            chunk_rows(searcher, chunk, strategy, budget, seed, grade, emit, keep_tree=config.save_trees)
     finally:
         bar.close()
 
@@ -314,8 +333,11 @@ def chunk_rows(
     seed: int,
     grade: Callable[[str | None, str], bool],
     emit: Callable[[ResultRow], None],
+    *,
+    keep_tree: bool = False,
 ) -> None:
-    """Search one chunk in one batched run and ``emit`` each problem's row as it finishes.
+    """Search one chunk in one batched run and ``emit`` each problem's row as it finishes (with
+    its tree attached when ``keep_tree``).
 
     A failure the driver could not contain gives the problems not yet emitted an error row;
     :class:`ServerDownError` (raised by ``emit``) stops the chunk and leaves them without one.
@@ -325,7 +347,7 @@ def chunk_rows(
     def write(index: int, result: SearchResult) -> None:
         if index not in emitted:
             emitted.add(index)
-            emit(result_row(chunk[index], strategy, budget, seed, result, grade))
+            emit(result_row(chunk[index], strategy, budget, seed, result, grade, keep_tree))
 
     seeds = [problem_seed(seed, p.question) for p in chunk]
     try:

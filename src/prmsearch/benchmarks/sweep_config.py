@@ -68,6 +68,9 @@ class SweepConfig:
             manifest either.
         schedule: how problems move through the backends (``RunConfig.schedule``: ``auto``,
             ``rounds`` or ``async``); operational like ``overlap``.
+        save_trees: keep each searched problem's tree, gzip-compressed, beside the results
+            (``trees/``, see :mod:`prmsearch.benchmarks.trees`); operational like ``schedule``:
+            the rows are the same either way, so a resume may turn it on or off.
     """
 
     dataset: str = "arith"
@@ -96,6 +99,7 @@ class SweepConfig:
     max_consecutive_failures: int = 8
     overlap: int = 1
     schedule: str = "auto"
+    save_trees: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -125,6 +129,8 @@ class SweepConfig:
 
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if not isinstance(self.save_trees, bool):
+            raise ValueError(f"save_trees must be True or False, got {self.save_trees!r}")
         for name in ("question_field", "answer_field", "id_field"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -185,6 +191,7 @@ class SweepConfig:
         del data["max_consecutive_failures"]  # operational: a resume may change it
         del data["overlap"]  # likewise: the rows do not depend on it
         del data["schedule"]
+        del data["save_trees"]
         return data
 
 

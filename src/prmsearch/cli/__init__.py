@@ -56,6 +56,7 @@ from prmsearch.cli.plugins import PLUGINS_ENV, load_plugins
 from prmsearch.cli.prm_kit import _add_label, _add_train_prm, cmd_label, cmd_train_prm
 from prmsearch.cli.serve import _add_serve, cmd_serve
 from prmsearch.cli.solve import _add_solve, _add_strategies, check_question, cmd_solve, cmd_strategies
+from prmsearch.cli.view import _add_view
 
 __all__ = [
     "BENCH_SWEEP_DEFAULTS",
@@ -136,7 +137,7 @@ def _benchmark_commands(sub) -> None:
     register_perf_command(sub)
 
 
-_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve]
+_EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve, _add_view]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -77,6 +77,9 @@ def check_bench_flags(args: argparse.Namespace) -> None:
     if args.resume and not args.out:
         raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
     check_ray_flags(args)
+    if getattr(args, "save_trees", False) and (args.ray or args.ray_address):
+        fix = "keeps the trees of searches run in this process; drop --ray/--ray-address"
+        raise FlagError("--save-trees", None, fix)
     if args.policy_backend is not None and not args.policy:
         raise FlagError(
             "--policy-backend", args.policy_backend, "needs --policy MODEL (a model folder or Hub id)"
@@ -177,6 +180,7 @@ def bench_config(args: argparse.Namespace):
             max_consecutive_failures=args.max_consecutive_failures,
             overlap=args.overlap,
             schedule=args.schedule,
+            save_trees=getattr(args, "save_trees", False),
         )
 
 
@@ -211,6 +215,8 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
         "overlap": args.overlap,
         "schedule": args.schedule,
     }
+    if getattr(args, "save_trees", False):  # the flag turns it on; a recipe may also set it
+        overrides["save_trees"] = True
     for name, flag in _RECIPE_OVERRIDES.items():
         value = getattr(args, name, None)
         if value is None:
@@ -433,6 +439,13 @@ def _add_bench(sub) -> None:
         default=None,
         help="a YAML recipe (recipes/*.yaml): backends, dataset and sweep; sweep flags given with it "
         "(--budgets, --seeds, --strategies, -o, --limit, sampling...) replace the recipe's values",
+    )
+    bench.add_argument(
+        "--save-trees",
+        action="store_true",
+        help="keep each problem's search tree beside the results, gzip-compressed node-link JSON in "
+        "OUT/trees/STRATEGY/nBUDGET-sSEED/QID.json.gz (`prmsearch view OUT --problem QID` draws one); "
+        "the rows are the same either way, so a --resume may add or drop it",
     )
     bench.add_argument("--chunk", type=int_at_least(1), default=64, help="problems per batched search")
     bench.add_argument("--json", action="store_true", help="print summary.json")

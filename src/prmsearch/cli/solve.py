@@ -1,4 +1,10 @@
-"""The ``solve`` command (one question with search) and the ``strategies`` command (list them)."""
+"""The ``solve`` command (one question with search) and the ``strategies`` command (list them).
+
+``solve --tree FILE`` writes the search tree to FILE as node-link JSON (``.json``,
+``.json.gz``) or GraphML (``.graphml``), by its suffix (:mod:`prmsearch.tree_graph`); a bare
+``--tree`` with ``--json`` puts the tree into the printed JSON object instead (``"tree"``, the
+:meth:`~prmsearch.SearchTree.to_dict` columns), as it always has.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import json
 import sys
 
 from prmsearch.cli.backends import add_backend_arguments, add_strategy_arguments, build_searcher, set_threads
-from prmsearch.cli.errors import FlagError
+from prmsearch.cli.errors import FlagError, flag_context
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
 
@@ -17,13 +23,43 @@ def check_question(question: str) -> None:
         raise FlagError("QUESTION", question, 'is empty or blank; give the question, e.g. "What is 2+3?"')
 
 
+#: ``--tree`` given without a FILE: put the tree into the ``--json`` output.
+TREE_IN_JSON = "<in the JSON output>"
+
+
+def check_tree_flag(args: argparse.Namespace) -> None:
+    """``--tree``: a FILE with a known suffix, or bare with ``--json``; refused before models load."""
+    if args.tree is None:
+        return
+    if args.tree == TREE_IN_JSON:
+        if not args.json:
+            raise FlagError("--tree", None, "without a FILE it adds the tree to --json output; add --json, "
+                            "or give a file: --tree tree.json (or .json.gz, .graphml)")
+        return
+    from prmsearch.tree_graph import tree_suffix
+
+    with flag_context("--tree", args.tree):
+        tree_suffix(args.tree)
+
+
+def write_tree_file(result, path: str) -> None:
+    """Write ``result``'s tree to ``path`` (``--tree FILE``); a failure names ``--tree``."""
+    from prmsearch.tree_graph import result_graph, write_tree_graph
+
+    with flag_context("--tree", path, "give a writable .json, .json.gz or .graphml path"):
+        write_tree_graph(result_graph(result), path)
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     check_question(args.question)
+    check_tree_flag(args)
     set_threads(args.threads)
     searcher = build_searcher(args)
     result = searcher(args.question)
+    if args.tree not in (None, TREE_IN_JSON):
+        write_tree_file(result, args.tree)
     if args.json:
-        print(json.dumps(result.to_dict(include_tree=args.tree)))
+        print(json.dumps(result.to_dict(include_tree=args.tree == TREE_IN_JSON)))
     else:
         for i, (step, score) in enumerate(zip(result.steps, result.step_scores, strict=True), 1):
             print(f"[{i}] ({score:.3f}) {step}")
@@ -61,7 +97,12 @@ def _add_solve(sub) -> None:
     add_strategy_arguments(solve)
     add_backend_arguments(solve)
     solve.add_argument("--json", action="store_true", help="print one JSON object")
-    solve.add_argument("--tree", action="store_true", help="with --json, include the search tree")
+    solve.add_argument(
+        "--tree", nargs="?", const=TREE_IN_JSON, default=None, metavar="FILE",
+        help="write the search tree to FILE: node-link JSON (.json, or gzip-compressed .json.gz; "
+        "`prmsearch view FILE` draws it) or GraphML (.graphml, needs networkx), by its suffix; a bare "
+        "--tree with --json puts the tree into the printed JSON object instead",
+    )
     solve.set_defaults(func=cmd_solve)
 
 

@@ -168,6 +168,14 @@ class SearchResult:
             data["tree"] = self.tree.to_dict()
         return data
 
+    def to_networkx(self, **attributes: Any):
+        """The search tree as a ``networkx.DiGraph`` (needs networkx), the chosen path marked and
+        the question, strategy, answer, score and ledger as graph attributes
+        (:func:`prmsearch.tree_graph.result_graph`)."""
+        from prmsearch.tree_graph import result_graph, to_networkx
+
+        return to_networkx(result_graph(self, **attributes))
+
 
 @dataclass
 class RunStats:
