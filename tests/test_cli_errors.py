@@ -61,6 +61,12 @@ CASES = [
     (["bench", "--overlap", "0"], "--overlap"),
     (["bench", "--policy-backend", "vllm"], "--policy-backend 'vllm'"),
     (["bench", "--prm-family", "qwen-prm"], "--prm-family 'qwen-prm'"),
+    (["bench", "--prm-url", "http://127.0.0.1:1/v1", "--ray"], "--prm-url 'http://127.0.0.1:1/v1'"),
+    (["bench", "--prm-url", "http://127.0.0.1:1/v1", "--recipe", "r.yaml"], "a recipe names its own PRM"),
+    (["bench", "--prm-tokenizer", "tok"], "--prm-tokenizer 'tok'"),
+    (["serve", "--port", "70000"], "--port"),
+    (["serve", "--budgets", "0"], "--budgets"),
+    (["serve", "--strategy", "beem"], "--strategy 'beem'"),
 ]
 
 

@@ -384,3 +384,15 @@ def test_cli_flags_choose_the_server_scorer(fault):
     ]:
         with pytest.raises(FlagError, match=message):
             load_scorer(*args)
+
+
+def test_bench_scores_on_the_server_with_prm_url(prm_server, tmp_path, capsys):
+    from prmsearch.cli import main
+
+    out = tmp_path / "run"
+    code = main(["bench", "--prm-url", prm_server.url, "--strategies", "beam", "--budgets", "4",
+                 "--limit", "2", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(row.get("error") is None for row in rows)
+    assert all(row["ledger"]["prm_tokens_computed"] > 0 for row in rows)

@@ -51,8 +51,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--prm", default=None, help="scorer name or PRM model path/Hub id (default: embedded)"
     )
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
-    if not parser.prog.endswith(" bench"):  # bench builds its PRM from SweepConfig, which has no URL
-        add_prm_server_arguments(parser)   # yet: there a PRM server is named by a recipe (prm.backend)
+    add_prm_server_arguments(parser)
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (default: 1.0)")
     parser.add_argument(
@@ -71,7 +70,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_prm_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--prm-url`` and ``--prm-tokenizer``: the PRM on a vLLM pooling server (``solve``)."""
+    """``--prm-url`` and ``--prm-tokenizer``: the PRM on a vLLM pooling server (``solve``, ``serve``,
+    ``bench`` in this process)."""
     parser.add_argument(
         "--prm-url", default=None, metavar="URL",
         help="score on a vLLM pooling server at URL (e.g. http://host:8001/v1, started with --runner "

@@ -77,6 +77,16 @@ def check_bench_flags(args: argparse.Namespace) -> None:
     if args.resume and not args.out:
         raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
     check_ray_flags(args)
+    if args.prm_url and (args.ray or args.ray_address):
+        fix = ("scores from this process only; with Ray name the PRM server in a recipe "
+               "(prm.backend: vllm-server, args.base_url), or drop --ray")
+        raise FlagError("--prm-url", args.prm_url, fix)
+    if args.prm_url and args.recipe:
+        fix = "a recipe names its own PRM: set prm.backend: vllm-server and args.base_url in it"
+        raise FlagError("--prm-url", args.prm_url, fix)
+    if args.prm_tokenizer and not args.prm_url:
+        fix = "needs --prm-url URL (a PRM on a vLLM pooling server)"
+        raise FlagError("--prm-tokenizer", args.prm_tokenizer, fix)
     if getattr(args, "save_trees", False) and (args.ray or args.ray_address):
         fix = "keeps the trees of searches run in this process; drop --ray/--ray-address"
         raise FlagError("--save-trees", None, fix)
@@ -137,7 +147,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             setattr(args, name, default)
     config = bench_config(args)
     return _run_bench(args, config, lambda: (load_policy(config.policy, config.policy_backend),
-                                             load_scorer(config.prm, config.prm_family)))  # fmt: skip
+                                             load_scorer(config.prm, config.prm_family, args.prm_url,
+                                                         args.prm_tokenizer)))  # fmt: skip
 
 
 def bench_config(args: argparse.Namespace):
