@@ -1,5 +1,23 @@
 """Built-in strategies; importing this package registers them by name."""
 
-from prmsearch.search.strategies import beam, dvts, mcts, particle_filter, rebase, sampling
+from prmsearch.search.strategies import (
+    adaptive_vote,
+    beam,
+    confidence_vote,
+    dvts,
+    mcts,
+    particle_filter,
+    rebase,
+    sampling,
+)
 
-__all__ = ["beam", "dvts", "mcts", "particle_filter", "rebase", "sampling"]
+__all__ = [
+    "adaptive_vote",
+    "beam",
+    "confidence_vote",
+    "dvts",
+    "mcts",
+    "particle_filter",
+    "rebase",
+    "sampling",
+]

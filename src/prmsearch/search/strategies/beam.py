@@ -3,7 +3,9 @@
 Every step spends ``n`` generations: each of the ``n / width`` beams proposes ``width`` next
 steps, and the ``n / width`` best candidates by aggregated score survive. A surviving candidate
 that is terminal becomes a finished solution and its beam slot is retired, so later steps
-spend fewer generations. The search stops when no beam is left or every path hit max depth.
+spend fewer generations. The search stops when no beam is left or every path hit max depth, or,
+with ``stop_score`` set, as soon as a finished beam scores at least ``stop_score`` and
+``stop_agree`` finished beams share its answer (off by default).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from prmsearch.search.aggregation import path_score, ranking_key
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, require_divides
+from prmsearch.search.strategies.stopping import prm_settled, validate_prm_stop
 from prmsearch.tree import ROOT, SearchTree
 
 
@@ -30,14 +33,21 @@ class BeamConfig(SearchConfig):
             ``argmax`` lets the verifier's false positives win as candidates multiply (measured on
             the embedded models, first 48 test problems: argmax 93.8% at n=16, 83.3% at 64, and
             37.5% at 256 on the first 16; weighted 93.8%, 87.5%, 81.2%).
+        stop_score: stop early once the best finished beam's aggregated score is at least this
+            (and ``stop_agree`` finished beams share its answer); ``None``, the default, never stops
+            early.
+        stop_agree: how many distinct finished beams must share the best one's answer.
     """
 
     width: int = 4
     selection: Selection = Selection.WEIGHTED
+    stop_score: float | None = None
+    stop_agree: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_divides(self, self.width)
+        validate_prm_stop(self.stop_score, self.stop_agree, self.beams)
 
     @property
     def beams(self) -> int:
@@ -56,6 +66,8 @@ def beam_search(tree: SearchTree, cfg: BeamConfig, rng: np.random.Generator) -> 
         kept = candidates[: cfg.beams - len(finished)]
         finished.extend(c for c in kept if tree.terminal[c])
         requests = tuple((c, cfg.width) for c in kept if not tree.terminal[c])
+        if requests and prm_settled(tree, finished, cfg.aggregation, cfg.stop_score, cfg.stop_agree):
+            break  # the PRM-guided early stop: a good enough answer, agreed on
     if not finished:
         finished = [node for node in tree.leaves() if node != ROOT] or [ROOT]
     return Choice(select(tree, finished, cfg.selection, cfg.aggregation), tuple(finished))

@@ -1,0 +1,153 @@
+"""Confidence-filtered voting: the policy's own certainty, not a PRM, decides whose vote counts.
+
+After Fu, Wang, Tian and Zhao, 2025, "Deep Think with Confidence" (DeepConf). A trace whose policy
+was unsure somewhere along the way is more often wrong, so DeepConf ranks sampled traces by their
+*lowest group confidence* (the least confident sliding window of tokens) and either keeps only the
+most confident ones before a majority vote or weights every vote by its confidence. It runs
+online, too: sample, and stop once the vote of the confident traces reaches a consensus.
+
+This version works at step granularity. The tree stores each step's summed log-probability and
+its tokens, not the per-token values, so a step is the group: a step's confidence is its mean
+token log-probability, and a trace's is the lowest over the steps of its path (steps without
+tokens carry no evidence and are skipped). A whole-solution sample keeps all its tokens on the
+chain's last node, so its confidence is the mean token log-probability of the whole solution.
+DeepConf's token confidence is the negative mean of the top-k log-probabilities; the sampled
+token's log-probability is what every backend here returns. No PRM is ever called.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from prmsearch.search.aggregation import parse_enum
+from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
+from prmsearch.search.selection import Candidate, Selection, choose, tally_candidates
+from prmsearch.search.strategies.common import SearchConfig
+from prmsearch.search.strategies.stopping import (
+    StopRule,
+    round_sizes,
+    settled,
+    validate_vote_stop,
+)
+from prmsearch.tree import NO_GROUP, ROOT, SearchTree
+
+
+class ConfidenceMode(str, enum.Enum):
+    """How confidence enters the vote: keep only the most confident traces, or weight every vote."""
+
+    FILTER = "filter"
+    WEIGHT = "weight"
+
+
+@dataclass(frozen=True)
+class ConfidenceVoteConfig(SearchConfig):
+    """Confidence-filtered or confidence-weighted voting (DeepConf, step-level).
+
+    Attributes:
+        n: the most whole solutions sampled.
+        mode: ``filter``: majority vote among the ``keep`` most confident answered traces;
+            ``weight``: every answered trace votes with weight ``exp(confidence)``, the geometric
+            mean token probability of its least confident step.
+        keep: the fraction of answered traces that vote in ``filter`` mode (at least one).
+        rule: when sampling stops: ``beta`` (the Beta rule of Aggarwal et al., 2023, on the
+            confident vote), ``majority`` (the leader's share, DeepConf's consensus test) or
+            ``none`` (one round of ``n``, DeepConf's offline mode).
+        threshold: ``beta``: posterior probability; ``majority``: the leader's vote share.
+        first: samples in the first round (at most ``n``).
+        growth: the running total of samples is multiplied by ``growth`` after each round.
+        aggregation, selection: unused (no PRM; ``mode`` decides the vote).
+    """
+
+    mode: ConfidenceMode = ConfidenceMode.FILTER
+    keep: float = 0.5
+    rule: StopRule = StopRule.BETA
+    threshold: float = 0.95
+    first: int = 4
+    growth: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "mode", parse_enum(ConfidenceMode, self.mode, "mode"))
+        object.__setattr__(self, "rule", StopRule.parse(self.rule))
+        if isinstance(self.keep, bool) or not isinstance(self.keep, (int, float)) or not 0 < self.keep <= 1:
+            raise ValueError(
+                f"keep must be a fraction in (0, 1] (0.5 keeps the more confident half), got {self.keep!r}"
+            )
+        validate_vote_stop(self.rule, self.threshold, self.first, self.growth)
+
+    @property
+    def needs_scores(self) -> bool:
+        """Never: the policy's log-probabilities are the only signal."""
+        return False
+
+    def rounds(self) -> list[int]:
+        """Samples drawn in each round when the vote never settles (they sum to ``n``)."""
+        if self.rule is StopRule.NONE:
+            return [self.n]
+        return round_sizes(self.n, self.first, self.growth)
+
+
+def step_confidence(tree: SearchTree, node: int) -> float:
+    """Mean token log-probability of one step (NaN when the step holds no tokens)."""
+    tokens = len(tree.token_ids[node])
+    return tree.logprob[node] / tokens if tokens else math.nan
+
+
+def trace_confidence(tree: SearchTree, node: int) -> float:
+    """The lowest step confidence on the path to ``node`` (``-inf`` when no step holds tokens)."""
+    values = [c for c in (step_confidence(tree, s) for s in tree.path(node)) if not math.isnan(c)]
+    return min(values) if values else -math.inf
+
+
+def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConfig) -> list[Candidate]:
+    """The traces that vote, as selection candidates whose score is the vote weight: in ``filter``
+    mode the ``keep`` most confident answered traces (ties: the earlier sample), in ``weight`` mode
+    every answered trace. Empty when no trace has an answer."""
+    answered = [node for node in leaves if tree.answer_group[node] != NO_GROUP]
+    confidence = {node: trace_confidence(tree, node) for node in answered}
+    if cfg.mode is ConfidenceMode.FILTER:
+        ranked = sorted(answered, key=lambda node: (-confidence[node], node))
+        answered = sorted(ranked[: max(1, math.ceil(cfg.keep * len(ranked)))]) if ranked else []
+    return [Candidate(int(tree.answer_group[node]), math.exp(confidence[node]), node) for node in answered]
+
+
+def confidence_settled(votes: list[Candidate], cfg: ConfidenceVoteConfig) -> bool:
+    """Whether the confident vote is settled by ``cfg.rule`` (counts in ``filter`` mode, weights
+    in ``weight`` mode)."""
+    tallies = tally_candidates(votes)
+    if cfg.mode is ConfidenceMode.WEIGHT:
+        values = sorted((t.weight for t in tallies), reverse=True)
+    else:
+        values = [float(t.count) for t in tallies]
+    if not values:
+        return False
+    return settled(values[0], values[1] if len(values) > 1 else 0.0, sum(values), cfg.rule, cfg.threshold)
+
+
+def confidence_vote(tree: SearchTree, cfg: ConfidenceVoteConfig, rng: np.random.Generator) -> SearchGenerator:
+    """Sample whole solutions in rounds until the confident traces' vote is settled; vote among them."""
+    leaves: list[int] = []
+    for size in cfg.rounds():
+        (new,) = yield Expand(((ROOT, size),), full_solution=True)
+        leaves.extend(new)
+        if confidence_settled(confident_votes(tree, leaves, cfg), cfg):
+            break
+    votes = confident_votes(tree, leaves, cfg)
+    if not votes:  # no trace has an answer: return the most confident one
+        best = max(leaves, key=lambda node: (trace_confidence(tree, node), -node))
+        return Choice(best, tuple(leaves))
+    selection = Selection.WEIGHTED if cfg.mode is ConfidenceMode.WEIGHT else Selection.MAJORITY
+    voters = tuple(v.order for v in votes)
+    return Choice(voters[choose(votes, selection)], voters)
+
+
+register_strategy(
+    "confidence_vote",
+    ConfidenceVoteConfig,
+    confidence_vote,
+    "whole solutions voted by the policy's own confidence, no PRM (DeepConf, step-level)",
+)

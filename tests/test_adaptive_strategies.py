@@ -1,0 +1,357 @@
+"""Adaptive compute: adaptive_vote, confidence_vote and the PRM-guided early stop of the tree
+searches, on scripted backends: when each stops, and what the ledger charges for it."""
+
+from __future__ import annotations
+
+import math
+from math import comb
+
+import pytest
+from helpers import run_one, synthetic_backends
+
+from prmsearch.conformance import check_strategy
+from prmsearch.policies.base import Finish
+from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
+from prmsearch.scorers.scripted import ScriptedScorer
+from prmsearch.search.protocol import make_strategy, strategy_names
+from prmsearch.search.strategies.confidence_vote import step_confidence, trace_confidence
+from prmsearch.search.strategies.stopping import (
+    StopRule,
+    beta_cdf,
+    leader_probability,
+    round_sizes,
+    settled,
+)
+from prmsearch.tree import ROOT, SearchTree
+
+# -- the stopping rules -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("top", "second"), [(0, 0), (2, 0), (4, 0), (3, 1), (5, 3), (7, 7), (12, 2), (30, 20)]
+)
+def test_beta_rule_is_the_exact_binomial_tail_for_counts(top, second):
+    """For counts, P(p > 1/2) under Beta(v1 + 1, v2 + 1) is P(Binomial(v1 + v2 + 1, 1/2) <= v1)."""
+    trials = top + second + 1
+    exact = sum(comb(trials, j) for j in range(top + 1)) / 2**trials
+    assert math.isclose(leader_probability(top, second), exact, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_beta_cdf_is_symmetric_and_monotone_for_real_weights():
+    for a, b in [(0.5, 2.5), (3.7, 1.2), (40.0, 55.5)]:
+        for x in (0.1, 0.5, 0.9):
+            assert math.isclose(beta_cdf(x, a, b), 1 - beta_cdf(1 - x, b, a), abs_tol=1e-12)
+    values = [leader_probability(w, 0.5) for w in (0.5, 1.0, 2.0, 4.0, 8.0)]
+    assert values == sorted(values) and math.isclose(values[0], 0.5)
+    with pytest.raises(ValueError, match="a > 0 and b > 0"):
+        beta_cdf(0.5, 0.0, 1.0)
+
+
+def test_unanimous_votes_settle_the_beta_rule_at_four_not_two():
+    assert not settled(2, 0, 2, StopRule.BETA, 0.95)  # 7/8
+    assert settled(4, 0, 4, StopRule.BETA, 0.95)  # 31/32
+    assert not settled(6, 2, 8, StopRule.BETA, 0.95)
+    assert settled(3, 1, 4, StopRule.MAJORITY, 0.75) and not settled(3, 1, 4, StopRule.MAJORITY, 0.8)
+    assert not settled(16, 0, 16, StopRule.NONE, 0.95)
+    assert not settled(0, 0, 0, StopRule.MAJORITY, 0.9)  # no votes is never settled
+
+
+def test_round_sizes_grow_and_add_up_to_the_budget():
+    assert round_sizes(16, 2, 2.0) == [2, 2, 4, 8]
+    assert round_sizes(12, 2, 2.0) == [2, 2, 4, 4]
+    assert round_sizes(5, 1, 1.0) == [1, 1, 1, 1, 1]
+    assert round_sizes(1, 2, 2.0) == [1]
+    assert round_sizes(10, 3, 1.5) == [3, 2, 3, 2]  # totals 3, 5, 8, 10
+    for n in range(1, 40):
+        assert sum(round_sizes(n, 3, 1.7)) == n
+
+
+# -- adaptive_vote --------------------------------------------------------------------------------
+
+
+def easy(question, steps, index, seed):
+    """Every sample agrees."""
+    return "so \\boxed{5}"
+
+
+def split(question, steps, index, seed):
+    """Every request splits evenly between two answers."""
+    return "a \\boxed{5}" if index % 2 == 0 else "b \\boxed{7}"
+
+
+class CountingScorer(ScriptedScorer):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests = 0
+
+    def score(self, requests):
+        self.requests += len(requests)
+        return super().score(requests)
+
+
+def test_adaptive_vote_stops_early_on_an_easy_question():
+    policy, scorer = ScriptedPolicy(easy), CountingScorer({})
+    result, _ = run_one(policy, scorer, make_strategy("adaptive_vote", n=16))
+    assert result.answer == "5"
+    assert result.ledger.generations == 4 < 16  # rounds of 2 and 2: 4-0 settles the Beta rule
+    assert policy.calls == [1, 1]
+    assert len(result.candidates) == 4
+    assert scorer.requests == 0 and result.ledger.prm_calls == 0 and result.ledger.prm_flops == 0
+
+
+def test_adaptive_vote_spends_the_whole_budget_on_a_split_vote():
+    policy = ScriptedPolicy(split)
+    result, _ = run_one(policy, ScriptedScorer({}), make_strategy("adaptive_vote", n=16))
+    assert result.ledger.generations == 16
+    assert policy.calls == [1, 1, 1, 1]  # rounds of 2, 2, 4, 8
+    assert {v.answer: v.count for v in result.votes} == {"5": 8, "7": 8}
+    assert result.answer == "5"  # the tie breaks on the earliest sample, as in self-consistency
+
+
+def test_adaptive_vote_charges_fewer_tokens_and_flops_than_self_consistency_when_it_stops():
+    adaptive, _ = run_one(ScriptedPolicy(easy), ScriptedScorer({}), make_strategy("adaptive_vote", n=16))
+    full, _ = run_one(ScriptedPolicy(easy), ScriptedScorer({}), make_strategy("self_consistency", n=16))
+    assert full.ledger.generations == 16 and adaptive.ledger.generations == 4
+    assert adaptive.ledger.generated_tokens * 4 == full.ledger.generated_tokens
+    assert adaptive.ledger.policy_flops < full.ledger.policy_flops
+    assert adaptive.answer == full.answer
+
+
+def test_adaptive_vote_schedule_and_rules_are_options():
+    policy = ScriptedPolicy(easy)
+    result, _ = run_one(policy, ScriptedScorer({}), make_strategy("adaptive_vote", n=16, first=1, growth=1))
+    assert result.ledger.generations == 4 and policy.calls == [1, 1, 1, 1]  # one at a time, 4-0 settles
+    policy = ScriptedPolicy(easy)
+    unanimous = make_strategy("adaptive_vote", n=16, rule="majority", threshold=1.0)
+    result, _ = run_one(policy, ScriptedScorer({}), unanimous)
+    assert result.ledger.generations == 2  # 2 of 2 agree: a supermajority of 100%
+    policy = ScriptedPolicy(easy)
+    result, _ = run_one(policy, ScriptedScorer({}), make_strategy("adaptive_vote", n=16, rule="none"))
+    assert result.ledger.generations == 16 and policy.calls == [1]  # plain self-consistency
+
+
+def test_weighted_adaptive_vote_settles_on_prm_weights_when_counts_are_split():
+    scores = {"a \\boxed{5}": 0.99, "b \\boxed{7}": 0.01}
+    plain, _ = run_one(ScriptedPolicy(split), ScriptedScorer(scores), make_strategy("adaptive_vote", n=16))
+    weighted_strategy = make_strategy("adaptive_vote", n=16, selection="weighted")
+    assert weighted_strategy.needs_scores and not make_strategy("adaptive_vote").needs_scores
+    scorer = CountingScorer(scores)
+    weighted, _ = run_one(ScriptedPolicy(split), scorer, weighted_strategy)
+    assert plain.ledger.generations == 16
+    # weights 3.96 against 0.04 after 8 samples: P(leader is the majority) = 0.966 >= 0.95
+    assert weighted.ledger.generations == 8 and weighted.answer == "5"
+    assert scorer.requests == 8 and weighted.ledger.prm_calls > 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"selection": "argmax"}, "selection must be majority or weighted"),
+        ({"threshold": 1.0}, "threshold must be in \\(0.5, 1\\) with rule=beta"),
+        ({"rule": "majority", "threshold": 0.4}, "threshold must be in \\(0.5, 1\\] with rule=majority"),
+        ({"rule": "sometimes"}, "rule must be one of none, beta, majority"),
+        ({"first": 0}, "first must be an int >= 1"),
+        ({"growth": 0.5}, "growth must be a number >= 1"),
+    ],
+)
+def test_adaptive_vote_options_are_validated(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_strategy("adaptive_vote", **options)
+
+
+# -- confidence_vote ------------------------------------------------------------------------------
+
+
+def test_trace_confidence_is_the_lowest_step_mean_logprob():
+    tree = SearchTree("q")
+    a = tree.add_node(ROOT, "one two", (1, 2), -3.0)  # mean -1.5: the weakest step
+    b = tree.add_node(a, "three four five six", (3, 4, 5, 6), -4.0)  # mean -1.0
+    c = tree.add_node(b, "\\boxed{1}", (7,), -0.25)
+    assert step_confidence(tree, b) == -1.0 and math.isnan(step_confidence(tree, ROOT))
+    assert trace_confidence(tree, c) == -1.5 and trace_confidence(tree, b) == -1.5
+    # a whole solution: the inner steps of its chain hold no tokens, the last holds them all
+    first = tree.add_node(ROOT, "x", (), 0.0)
+    last = tree.add_node(first, "y \\boxed{2}", (1, 2, 3, 4, 5, 6, 7), -3.5)
+    assert trace_confidence(tree, last) == -0.5  # the mean over the whole solution
+    assert trace_confidence(tree, tree.add_node(ROOT, "", (), 0.0)) == -math.inf
+
+
+def doubtful_majority(question, steps, index, seed):
+    """Confident samples answer 3; the more numerous unsure ones answer 4."""
+    if index % 4 == 0:
+        return ScriptedStep("sure \\boxed{3}", logprob=-0.2)
+    return ScriptedStep("maybe \\boxed{4}", logprob=-6.0)
+
+
+def test_confidence_filter_overrules_an_unsure_majority():
+    self_consistency = make_strategy("self_consistency", n=16)
+    sc, _ = run_one(ScriptedPolicy(doubtful_majority), ScriptedScorer({}), self_consistency)
+    assert sc.answer == "4"
+    scorer = CountingScorer({})
+    strategy = make_strategy("confidence_vote", n=16, keep=0.25, rule="none")
+    assert not strategy.needs_scores
+    result, _ = run_one(ScriptedPolicy(doubtful_majority), scorer, strategy)
+    assert result.answer == "3"
+    assert result.ledger.generations == 16
+    assert [(v.answer, v.count) for v in result.votes] == [("3", 4)]  # only the kept traces vote
+    assert scorer.requests == 0 and result.ledger.prm_calls == 0 and result.ledger.prm_flops == 0
+
+
+def test_confidence_weights_outweigh_a_count_majority():
+    # per-token probabilities: exp(-0.1) for the sure traces, exp(-3.0) for the unsure ones:
+    # 4 x 0.90 = 3.6 against 12 x 0.05 = 0.6
+    strategy = make_strategy("confidence_vote", n=16, mode="weight", rule="none")
+    result, _ = run_one(ScriptedPolicy(doubtful_majority), ScriptedScorer({}), strategy)
+    assert result.answer == "3"
+    assert len(result.candidates) == 16  # every answered trace votes
+
+
+def test_confidence_vote_stops_once_the_confident_traces_agree():
+    policy = ScriptedPolicy(easy)
+    result, _ = run_one(policy, ScriptedScorer({}), make_strategy("confidence_vote", n=16))
+    # rounds of 4 and 4: 2 kept of 4 (2-0) is not settled, 4 kept of 8 (4-0) is
+    assert result.ledger.generations == 8 and policy.calls == [1, 1]
+    assert result.answer == "5"
+    split_policy = ScriptedPolicy(split)
+    result, _ = run_one(split_policy, ScriptedScorer({}), make_strategy("confidence_vote", n=16))
+    assert result.ledger.generations == 16 and split_policy.calls == [1, 1, 1]  # 4, 4, 8
+
+
+def test_confidence_vote_without_answers_returns_the_most_confident_trace():
+    def script(question, steps, index, seed):
+        if not steps:
+            return ScriptedStep(f"start {index}", logprob=-0.1)
+        return ScriptedStep(f"gave up {index}", Finish.EOS, logprob=-1.0 - index)
+
+    result, _ = run_one(ScriptedPolicy(script), ScriptedScorer({}), make_strategy("confidence_vote", n=4))
+    assert result.answer is None
+    assert result.ledger.generations == 4  # nothing to vote on: never settled
+    assert result.steps == ("start 0", "gave up 0")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"keep": 0}, "keep must be a fraction in \\(0, 1\\]"),
+        ({"keep": 1.5}, "keep must be a fraction"),
+        ({"mode": "vote"}, "mode must be one of filter, weight"),
+        ({"threshold": 0.2}, "threshold must be in"),
+    ],
+)
+def test_confidence_vote_options_are_validated(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_strategy("confidence_vote", **options)
+
+
+# -- the PRM-guided early stop of beam, DVTS and particle filtering -----------------------------
+
+BEAM_SCRIPT = {
+    (): ["A1", "A2", "A3", "A4"],
+    ("A1",): ["B1", "B2"],
+    ("A3",): ["B3 \\boxed{3}", "B4"],
+    ("A1", "B2"): ["C1 \\boxed{1}", "C2 \\boxed{2}"],
+}
+BEAM_SCORES = {
+    "A1": 0.9, "A2": 0.2, "A3": 0.8, "A4": 0.1, "B1": 0.5, "B2": 0.7,
+    "B3 \\boxed{3}": 0.95, "B4": 0.3, "C1 \\boxed{1}": 0.6, "C2 \\boxed{2}": 0.4,
+}
+
+
+def test_beam_stops_when_a_finished_beam_scores_high_enough():
+    def beam(**options):
+        strategy = make_strategy("beam", n=4, width=2, aggregation="last", **options)
+        return run_one(ScriptedPolicy(BEAM_SCRIPT), ScriptedScorer(BEAM_SCORES), strategy)[0]
+
+    default, early = beam(), beam(stop_score=0.9)
+    assert default.ledger.generations == 10
+    assert early.ledger.generations == 8  # B3 (0.95) finished in round 2; B2 is not expanded
+    assert early.answer == "3" and [c.node for c in early.candidates] == [early.node]
+    assert beam(stop_score=0.96).ledger.generations == 10  # not good enough: the search goes on
+    assert beam(stop_score=0.9, stop_agree=2).ledger.generations == 10  # no second "3" to agree
+
+
+def dvts_script():
+    calls = {"root": 0}
+
+    def script(question, steps, index, seed):
+        if not steps:
+            calls["root"] += 1
+            return ("G1 \\boxed{1}", "G2")[index] if calls["root"] <= 2 else ("H1", "H2")[index]
+        return f"{steps[-1]} then \\boxed{{1}}"
+
+    return ScriptedPolicy(script)
+
+
+def test_dvts_stops_when_a_finished_subtree_scores_high_enough():
+    scores = {"G1 \\boxed{1}": 0.95, "G2": 0.2, "H1": 0.6, "H2": 0.3}
+
+    def dvts(**options):
+        strategy = make_strategy("dvts", n=4, width=2, aggregation="last", **options)
+        return run_one(dvts_script(), ScriptedScorer(scores, default=0.5), strategy)[0]
+
+    default, early, agreeing = dvts(), dvts(stop_score=0.9), dvts(stop_score=0.9, stop_agree=2)
+    assert default.ledger.generations == 6 and len(default.candidates) == 2
+    assert early.ledger.generations == 4 and early.answer == "1"  # subtree H1 is abandoned
+    assert agreeing.ledger.generations == 6  # waits for the second subtree to agree
+
+
+def test_particle_filter_stops_when_finished_particles_score_high_enough():
+    script = {(): ["good \\boxed{1}", "close"], ("close",): ["c \\boxed{2}"]}
+    scores = {"good \\boxed{1}": 0.95, "close": 0.9, "c \\boxed{2}": 0.9}
+
+    def pf(**options):
+        strategy = make_strategy("particle_filter", n=4, **options)
+        return run_one(ScriptedPolicy(script), ScriptedScorer(scores), strategy, seed=3)[0]
+
+    default, early = pf(), pf(stop_score=0.9)
+    assert default.ledger.generations > 4  # resampled "close" particles are extended
+    assert early.ledger.generations == 4 and early.answer == "1"
+    assert pf(stop_score=0.9, stop_agree=3).ledger.generations == default.ledger.generations
+
+
+@pytest.mark.parametrize("name", ["beam", "dvts", "particle_filter"])
+def test_early_stop_is_off_by_default_and_an_unreached_score_changes_nothing(name):
+    default = run_one(*synthetic_backends(), make_strategy(name, n=8), seed=5)[0]
+    assert make_strategy(name).config.stop_score is None
+    never = run_one(*synthetic_backends(), make_strategy(name, n=8, stop_score=1.0), seed=5)[0]
+    assert never.tree == default.tree and never.node == default.node
+    assert never.ledger.generations == default.ledger.generations
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("beam", {"stop_agree": 2}, "stop_agree=2 has no effect without stop_score"),
+        ("beam", {"stop_score": 0.9, "stop_agree": 5}, "stop_agree must be <= 4"),
+        ("dvts", {"stop_score": 1.5}, "stop_score must be None .* or a PRM score in \\[0, 1\\]"),
+        ("dvts", {"stop_score": 0.9, "stop_agree": 0}, "stop_agree must be an int >= 1"),
+        ("particle_filter", {"n": 4, "stop_score": 0.9, "stop_agree": 5}, "stop_agree must be <= 4"),
+    ],
+)
+def test_early_stop_options_are_validated(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        make_strategy(name, **options)
+
+
+# -- registration and conformance -----------------------------------------------------------------
+
+
+def test_new_strategies_are_registered():
+    assert {"adaptive_vote", "confidence_vote"} <= set(strategy_names())
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("adaptive_vote", {"n": 8, "selection": "weighted", "aggregation": "last"}),
+        ("adaptive_vote", {"n": 5, "rule": "majority", "threshold": 0.8, "first": 1, "growth": 1}),
+        ("adaptive_vote", {"n": 1}),
+        ("confidence_vote", {"n": 8, "mode": "weight", "rule": "majority", "threshold": 0.9}),
+        ("confidence_vote", {"n": 6, "keep": 1.0, "rule": "none"}),
+        ("beam", {"n": 8, "width": 2, "stop_score": 0.5, "stop_agree": 2}),
+        ("dvts", {"n": 8, "width": 2, "stop_score": 0.3}),
+        ("particle_filter", {"n": 6, "stop_score": 0.5, "stop_agree": 2}),
+    ],
+)
+def test_adaptive_options_conform(name, options):
+    check_strategy(name, **options)
