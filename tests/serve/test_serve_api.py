@@ -257,3 +257,25 @@ def test_a_stream_sends_progress_comments_while_it_searches(server):
     chunks = [json.loads(line[6:]) for line in data[:-1]]
     assert {c["choices"][0]["index"] for c in chunks if c["choices"]} == {0, 1, 2, 3}
     assert "step_score" in chunks[0]["choices"][0]["prmsearch"]
+
+
+def test_a_stream_closed_mid_search_drops_its_work(server):
+    prompts = [f"Start with {i}. Add 3. Multiply by 2. Subtract 1. What is the result?" for i in range(3, 51)]
+    slow = {"model": "beam-64", "stream": True, "prompt": prompts}
+    before = server.health()
+    with httpx.stream("POST", f"{server.url}/completions", json=slow, timeout=60,
+                      headers={"Authorization": f"Bearer {API_KEY}"}) as reply:
+        lines = reply.iter_lines()
+        assert next(lines) == ": searching"
+        deadline = time.monotonic() + 10
+        while server.health()["pending"] < len(prompts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.health()["pending"] == len(prompts)
+    closed = time.monotonic()
+    deadline = closed + 30
+    while server.health()["pending"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    after = server.health()
+    assert after["pending"] == 0
+    assert time.monotonic() - closed < 5  # dropped, not searched to the end (that takes far longer)
+    assert after["served"] == before["served"]
