@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +27,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("httpx")
+
+from server_process import ServerProcess, free_port
 
 from prmsearch.arith.models import default_policy_path
 
@@ -138,56 +137,18 @@ def vllm_prm(slot, prm_dir):
     return slot.get("prm", lambda: VLLMPRMScorer(prm_dir, dtype="float32", max_model_len=1024))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Server(ServerProcess):
+    """A vLLM OpenAI-compatible server of the shipped policy in a subprocess."""
 
-
-class Server:
-    """A vLLM OpenAI-compatible server in a subprocess, stopped by SIGTERM to its PID."""
+    name = "vLLM server"
 
     def __init__(self, model: Path, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = log
+        port = free_port()
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-               "--served-model-name", "arith", "--host", "127.0.0.1", "--port", str(self.port),
+               "--served-model-name", "arith", "--host", "127.0.0.1", "--port", str(port),
                "--block-size", "32", "--enforce-eager", "--dtype", "float32",
                "--max-model-len", "256", "--enable-prompt-tokens-details", "--no-enable-chunked-prefill"]
-        self._log = log.open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait(240.0)
-
-    def _wait(self, limit: float) -> None:
-        import httpx
-
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited with {self.proc.returncode}; see {self.log}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
-        self.close()
-        raise RuntimeError(f"vLLM server did not answer /health within {limit:.0f}s; see {self.log}")
-
-    def kill(self) -> None:
-        """SIGTERM now (for the killed-mid-run test), without waiting."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def close(self) -> None:
-        self.kill()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self._log.close()
+        super().__init__(cmd, log, port=port, start_s=240.0, poll_s=1.0)
 
 
 @pytest.fixture

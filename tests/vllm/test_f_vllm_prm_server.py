@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fault_server import FaultServer
+from server_process import ServerProcess, free_port
 
 from prmsearch.arith.defaults import CanonicalQuestions, default_prm_path
 from prmsearch.arith.problems import load_split
@@ -67,53 +65,19 @@ def _requests(problems) -> list[ScoreRequest]:
 
 
 # --------------------------------------------------------------------------- the real server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class PoolingServer:
+class PoolingServer(ServerProcess):
     """The shipped PRM behind ``python -m vllm.entrypoints.openai.api_server --runner pooling``."""
 
+    name = "PRM server"
+
     def __init__(self, model: Path, step_tag_id: int, log: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = log
+        port = free_port()
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", SERVED, "--runner", "pooling",
                "--pooler-config", json.dumps({"step_tag_id": step_tag_id}),
-               "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32",
+               "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                "--max-model-len", "256", "--block-size", "32", "--enforce-eager"]
-        self._log = log.open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait(240.0)
-
-    def _wait(self, limit: float) -> None:
-        import httpx
-
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the PRM server exited with {self.proc.returncode}; see {self.log}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
-        self.close()
-        raise RuntimeError(f"the PRM server did not answer /health within {limit:.0f}s; see {self.log}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self._log.close()
+        super().__init__(cmd, log, port=port, start_s=240.0, poll_s=1.0)
 
 
 @pytest.fixture
@@ -234,7 +198,7 @@ def fault():
 
 
 def _dead_url() -> str:
-    return f"http://127.0.0.1:{_free_port()}/v1"  # nobody listens there
+    return f"http://127.0.0.1:{free_port()}/v1"  # nobody listens there
 
 
 def _scripted_policy():
