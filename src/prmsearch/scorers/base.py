@@ -48,6 +48,17 @@ class ContextLengthError(ValueError):
     truncated leaf, so one long path never fails its whole problem."""
 
 
+def check_prm_length(index: int, family: str, tokens: int, max_length: int | None) -> None:
+    """Refuse request ``index`` when its ``tokens`` (up to the last step) exceed the PRM's
+    context: a `ContextLengthError` naming the sizes (nothing is ever truncated)."""
+    if max_length is not None and tokens > max_length:
+        raise ContextLengthError(
+            f"request {index}: the {family} input has {tokens} tokens up to the last step, more "
+            f"than the PRM context of {max_length}; score fewer or shorter steps (steps are never "
+            "silently truncated)"
+        )
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """Anything that scores a batch of step sequences, in order."""

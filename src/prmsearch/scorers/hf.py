@@ -54,7 +54,7 @@ from prmsearch.engines.loading import (
     resolve_device,
     resolve_dtype,
 )
-from prmsearch.scorers.base import ContextLengthError, ScoreRequest, StepScores
+from prmsearch.scorers.base import ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import PRMFormat, make_format
 from prmsearch.scorers.heads import BaseWithHead, load_base_with_head, load_qwen_prm
 
@@ -313,12 +313,7 @@ class HFPRMScorer:
                 continue
             ids, positions = self.encode(req)
             ids = ids[: positions[-1] + 1]
-            if self.max_length is not None and len(ids) > self.max_length:
-                raise ContextLengthError(
-                    f"request {i}: the {self.config.family} input has {len(ids)} tokens up to the "
-                    f"last step, more than the PRM context of {self.max_length}; score fewer or "
-                    "shorter steps (steps are never silently truncated)"
-                )
+            check_prm_length(i, self.config.family, len(ids), self.max_length)
             digests = prefix_digests(ids, [p + 1 for p in positions]) if self._score_limit else []
             got = [self._scores.get(d) for d in digests] if digests else [None] * len(positions)
             missing = [j for j, s in enumerate(got) if s is None]

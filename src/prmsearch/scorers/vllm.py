@@ -18,8 +18,6 @@ then caught as a :class:`ScoreCountError`, never returned.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,23 +34,12 @@ from prmsearch.engines.vllm_engine import (
     safetensors_parameters,
     shutdown_llm,
 )
-from prmsearch.scorers.base import ContextLengthError, ScoreCountError, ScoreRequest, StepScores
+from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import make_format
+from prmsearch.scorers.score_cache import StepScoreCache, step_keys
 
 SUPPORTED_FAMILIES = ("qwen-prm",)
 QWEN_PRM_ARCH = "Qwen2ForProcessRewardModel"
-
-
-def _digests(ids: Sequence[int], ends: Sequence[int]) -> list[bytes]:
-    """One digest per prefix ``ids[:end]`` (incremental hashing, cost linear in the ids)."""
-    h = hashlib.blake2b(digest_size=16)
-    out: list[bytes] = []
-    start = 0
-    for end in ends:
-        h.update(np.asarray(ids[start:end], dtype=np.int64).tobytes())
-        out.append(h.copy().digest())
-        start = end
-    return out
 
 
 class VLLMPRMScorer:
@@ -105,8 +92,7 @@ class VLLMPRMScorer:
         self.max_length = max_model_len(self.llm)
         self._num_parameters = safetensors_parameters(folder)
         self.cost = folder_cost(folder, score_head="score") or ModelCost.dense(self._num_parameters)
-        self._limit = score_cache_entries
-        self._scores: OrderedDict[bytes, float] = OrderedDict()
+        self._cache = StepScoreCache(score_cache_entries)
 
     @property
     def num_parameters(self) -> int:
@@ -119,7 +105,7 @@ class VLLMPRMScorer:
 
     def clear_caches(self) -> None:
         """Forget cached scores (vLLM's own prefix cache is left alone)."""
-        self._scores.clear()
+        self._cache.clear()
 
     def encode(self, request: ScoreRequest) -> tuple[list[int], list[int]]:
         """Token ids (cut after the last separator) and one read position per step."""
@@ -138,27 +124,20 @@ class VLLMPRMScorer:
                 results[i] = StepScores(np.zeros(0, dtype=np.float64), 0, 0)
                 continue
             ids, positions = self.encode(req)
-            if self.max_length is not None and len(ids) > self.max_length:
-                raise ContextLengthError(
-                    f"request {i}: the {self.family} input has {len(ids)} tokens up to the last "
-                    f"step, more than the PRM context of {self.max_length}; steps are never "
-                    "silently truncated"
-                )
-            digests = _digests(ids, [p + 1 for p in positions]) if self._limit else []
-            got = [self._scores.get(d) for d in digests]
-            if digests and all(s is not None for s in got):
-                for d in digests:
-                    self._scores.move_to_end(d)
-                results[i] = StepScores(np.array(got, dtype=np.float64), 0, len(ids))
+            check_prm_length(i, self.family, len(ids), self.max_length)
+            keys = step_keys(ids, positions) if self._cache.enabled else []
+            cached_scores = self._cache.lookup(keys)
+            if cached_scores is not None:
+                results[i] = StepScores(cached_scores, 0, len(ids))
                 continue
-            todo.append((i, ids, digests))
+            todo.append((i, ids, keys))
         if todo:
             outputs = self.llm.encode([TokensPrompt(prompt_token_ids=ids) for _, ids, _ in todo],
                                       pooling_task="token_classify", use_tqdm=False)
-            for (i, ids, digests), out in zip(todo, outputs, strict=True):
+            for (i, ids, keys), out in zip(todo, outputs, strict=True):
                 scores = self._read(requests[i], out)
-                for d, s in zip(digests, scores.tolist()):
-                    self._remember(d, s)
+                if keys:
+                    self._cache.store(keys, scores.tolist())
                 cached = min(int(out.num_cached_tokens or 0), len(ids))
                 results[i] = StepScores(scores, len(ids) - cached, cached)
         return results  # type: ignore[return-value]
@@ -174,12 +153,6 @@ class VLLMPRMScorer:
                 f"{len(request.steps)} steps; the step separator must occur once per step"
             )
         return rows[:, self.format.positive_index].copy()
-
-    def _remember(self, digest: bytes, score: float) -> None:
-        self._scores[digest] = score
-        self._scores.move_to_end(digest)
-        while len(self._scores) > self._limit:
-            self._scores.popitem(last=False)
 
 
 def vllm_qwen_prm(model: str | Path, **kwargs: Any) -> VLLMPRMScorer:

@@ -51,7 +51,7 @@ from prmsearch.engines.http import (
     ServerUnreachable,
     auth_headers,
 )
-from prmsearch.scorers.base import ContextLengthError, ScoreCountError, ScoreRequest, StepScores
+from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import make_format
 from prmsearch.scorers.score_cache import StepScoreCache, step_keys
 
@@ -243,12 +243,7 @@ class VLLMServerPRMScorer:
                 results[i] = StepScores(np.zeros(0, dtype=np.float64), 0, 0)
                 continue
             ids, positions = self.encode(req)
-            if self.max_length is not None and len(ids) > self.max_length:
-                raise ContextLengthError(
-                    f"request {i}: the {self.family} input has {len(ids)} tokens up to the last "
-                    f"step, more than the PRM context of {self.max_length}; steps are never "
-                    "silently truncated"
-                )
+            check_prm_length(i, self.family, len(ids), self.max_length)
             keys = step_keys(ids, positions)
             cached = self._cache.lookup(keys)
             if cached is not None:
