@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
-from prmsearch.search.selection import Selection, node_candidates, select, tally_candidates
+from prmsearch.search.selection import Selection, node_candidates, select
 from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.search.strategies.stopping import (
     StopRule,
     round_sizes,
-    settled,
     validate_vote_stop,
+    vote_is_settled,
 )
 from prmsearch.tree import ROOT, SearchTree
 
@@ -77,14 +77,8 @@ class AdaptiveVoteConfig(SearchConfig):
 
 def vote_settled(tree: SearchTree, leaves: list[int], cfg: AdaptiveVoteConfig) -> bool:
     """Whether the vote among ``leaves`` is settled by ``cfg.rule``; unanswered samples do not vote."""
-    tallies = tally_candidates(node_candidates(tree, leaves, cfg.aggregation))
-    if cfg.selection is Selection.WEIGHTED:
-        votes = sorted((t.weight for t in tallies), reverse=True)
-    else:
-        votes = [float(t.count) for t in tallies]
-    if not votes:
-        return False
-    return settled(votes[0], votes[1] if len(votes) > 1 else 0.0, sum(votes), cfg.rule, cfg.threshold)
+    candidates = node_candidates(tree, leaves, cfg.aggregation)
+    return vote_is_settled(candidates, cfg.selection is Selection.WEIGHTED, cfg.rule, cfg.threshold)
 
 
 def adaptive_vote(tree: SearchTree, cfg: AdaptiveVoteConfig, rng: np.random.Generator) -> SearchGenerator:

@@ -25,13 +25,13 @@ import numpy as np
 
 from prmsearch.search.aggregation import parse_enum
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
-from prmsearch.search.selection import Candidate, Selection, choose, tally_candidates
+from prmsearch.search.selection import Candidate, Selection, choose
 from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.search.strategies.stopping import (
     StopRule,
     round_sizes,
-    settled,
     validate_vote_stop,
+    vote_is_settled,
 )
 from prmsearch.tree import NO_GROUP, ROOT, SearchTree
 
@@ -118,14 +118,7 @@ def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConf
 def confidence_settled(votes: list[Candidate], cfg: ConfidenceVoteConfig) -> bool:
     """Whether the confident vote is settled by ``cfg.rule`` (counts in ``filter`` mode, weights
     in ``weight`` mode)."""
-    tallies = tally_candidates(votes)
-    if cfg.mode is ConfidenceMode.WEIGHT:
-        values = sorted((t.weight for t in tallies), reverse=True)
-    else:
-        values = [float(t.count) for t in tallies]
-    if not values:
-        return False
-    return settled(values[0], values[1] if len(values) > 1 else 0.0, sum(values), cfg.rule, cfg.threshold)
+    return vote_is_settled(votes, cfg.mode is ConfidenceMode.WEIGHT, cfg.rule, cfg.threshold)
 
 
 def confidence_vote(tree: SearchTree, cfg: ConfidenceVoteConfig, rng: np.random.Generator) -> SearchGenerator:

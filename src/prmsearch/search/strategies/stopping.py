@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 
 from prmsearch.search.aggregation import Aggregation, parse_enum, path_score
-from prmsearch.search.selection import best_by_score
+from prmsearch.search.selection import Candidate, best_by_score, tally_candidates
 from prmsearch.tree import NO_GROUP, SearchTree
 
 _TINY = 1e-300
@@ -92,6 +92,21 @@ def settled(top: float, second: float, total: float, rule: StopRule, threshold: 
     if rule is StopRule.BETA:
         return leader_probability(top, second) >= threshold
     return top >= threshold * total
+
+
+def vote_is_settled(
+    candidates: Sequence[Candidate], weighted: bool, rule: StopRule, threshold: float
+) -> bool:
+    """Whether the vote of ``candidates`` (answer groups; by weight or by count) is settled by
+    ``rule``: the leader against the runner-up out of the total. No answered vote: not settled."""
+    tallies = tally_candidates(candidates)
+    if weighted:
+        votes = sorted((t.weight for t in tallies), reverse=True)
+    else:
+        votes = [float(t.count) for t in tallies]
+    if not votes:
+        return False
+    return settled(votes[0], votes[1] if len(votes) > 1 else 0.0, sum(votes), rule, threshold)
 
 
 def round_sizes(n: int, first: int, growth: float) -> list[int]:
