@@ -131,9 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _benchmark_commands(sub) -> None:
     from prmsearch.benchmarks.commands import register_commands
+    from prmsearch.benchmarks.plan_command import register_plan_command
     from prmsearch.perf.command import register_perf_command
 
     register_commands(sub)
+    register_plan_command(sub)
     register_perf_command(sub)
 
 

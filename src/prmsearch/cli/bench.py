@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.benchmarks.planning import plan_option
 from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.cli.backends import (
     _option_text,
@@ -44,6 +45,8 @@ def bench_options(pairs: Sequence[tuple[str, object]], strategies: Sequence[str]
         if strategy not in strategies:
             fix = f"add {strategy} to --strategies ({','.join(strategies)}) or drop the option"
             raise FlagError("-o/--option", shown, f"strategy {strategy!r} is not in the sweep; {fix}")
+        with flag_context("-o/--option", shown, "give a plan file written by `prmsearch plan fit`"):
+            value = plan_option(strategy, name, value)  # a plan file is read here, at the boundary
         options.setdefault(strategy, {})[name] = value
     return options
 

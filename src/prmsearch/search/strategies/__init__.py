@@ -7,6 +7,7 @@ from prmsearch.search.strategies import (
     dvts,
     mcts,
     particle_filter,
+    planner,
     rebase,
     sampling,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "dvts",
     "mcts",
     "particle_filter",
+    "planner",
     "rebase",
     "sampling",
 ]

@@ -1,0 +1,142 @@
+"""The ``prmsearch plan`` subcommands: ``fit`` a compute-optimal plan on a validation sweep, and
+``report`` how a sweep's planner spent its compute (per-problem FLOPs spread, accuracy at equal
+compute). See :mod:`prmsearch.benchmarks.planning` and the ``planner`` strategy.
+
+Registered by the CLI beside :mod:`prmsearch.benchmarks.commands`; each command returns an
+exit code: 0 when it ran, 2 on bad input (the reason on stderr, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from prmsearch.benchmarks.commands import csv_of, fail, input_errors
+
+
+def cmd_plan_fit(args: argparse.Namespace) -> int:
+    """Fit a plan on a validation results folder and write it as JSON."""
+    from prmsearch.benchmarks.planning import FitConfig, fit_folder, fit_markdown, fit_report, write_plan
+
+    try:
+        config = FitConfig(
+            levels=args.levels,
+            reference=args.reference,
+            probe_strategy=args.probe_strategy,
+            probe=args.probe,
+            bins=args.bins,
+            strategies=args.strategies,
+            seed=args.seed,
+            any_split=args.any_split,
+        )
+        plan, fitted, facts = fit_folder(args.folders, config)
+    except input_errors() as exc:
+        return fail("plan fit", exc)
+    report = fit_report(fitted, facts)
+    write_plan(plan, args.out, report)
+    if args.json:
+        print(json.dumps({"plan": plan.to_dict(), "fit": report}))
+    else:
+        print(fit_markdown(fitted, facts, config.reference), end="")
+        print(f"plan: {args.out}  (use it: prmsearch bench --strategies planner -o planner.plan={args.out} "
+              f"--budgets {','.join(map(str, config.levels))} --split test ...)")
+    return 0
+
+
+def cmd_plan_report(args: argparse.Namespace) -> int:
+    """Per-problem compute of a strategy (the planner by default) and accuracy at equal compute,
+    over the rows of one or more bench folders of the same problems."""
+    from prmsearch.benchmarks.equal_compute import equal_compute, markdown_table
+    from prmsearch.benchmarks.planning import compute_spread
+    from prmsearch.benchmarks.report import summarize
+    from prmsearch.benchmarks.results import ResultsFolder, row_key
+
+    try:
+        rows: dict = {}
+        for folder in map(Path, args.folders):
+            if not (folder / "results.jsonl").is_file():
+                raise FileNotFoundError(f"{folder} has no results.jsonl (give `prmsearch bench` folders)")
+            rows.update((row_key(row), row) for row in ResultsFolder(folder).rows())
+        spread = compute_spread(rows.values(), args.strategy)
+        if not spread:
+            raise ValueError(f"no {args.strategy} rows with a ledger in {', '.join(args.folders)}")
+        summary = summarize(rows.values(), "", len({row["qid"] for row in rows.values()}))
+        tables = [(ref, equal_compute(summary, reference=ref)) for ref in dict.fromkeys(
+            (args.reference, args.strategy))]
+    except input_errors() as exc:
+        return fail("plan report", exc)
+    if args.json:
+        print(json.dumps({"strategy": args.strategy, "compute": spread,
+                          "equal_compute": {ref: table.to_dict() for ref, table in tables}}))
+        return 0
+    lines = [
+        f"## Per-problem compute of {args.strategy}",
+        "",
+        "| budget | problems | accuracy | mean FLOPs | p10 | p50 | p90 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in spread:
+        lines.append(f"| {c['budget']} | {c['problems']} | {100 * c['accuracy']:.1f}% | "
+                     f"{c['mean_flops']:.3g} | {c['p10']:.3g} | {c['p50']:.3g} | {c['p90']:.3g} |")
+    for ref, table in tables:
+        lines += ["", f"## Accuracy at equal compute: at the mean FLOPs per problem of {ref}", "",
+                  "Interpolated linearly in log FLOPs between each strategy's measured budgets; `-`: "
+                  "outside its measured FLOPs range (no extrapolation).", "", markdown_table(table)]
+    print("\n".join(lines), end="")
+    return 0
+
+
+def register_plan_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``plan fit`` and ``plan report`` to the ``prmsearch`` CLI's subparsers."""
+    parser = sub.add_parser(
+        "plan",
+        help="fit a compute-optimal plan for the planner strategy (Snell et al., 2024), or report "
+        "its compute",
+    )
+    plan_sub = parser.add_subparsers(dest="plan_command", required=True,
+                                     help="fit: fit a plan; report: the planner's compute")
+    fit = plan_sub.add_parser(
+        "fit",
+        help="fit a plan on a VALIDATION bench folder and write it as JSON",
+        description=(
+            "The folder must hold, for the same problems, the probe run (--probe-strategy at budget "
+            "--probe) and runs of the candidate strategies at several budgets, e.g. `prmsearch bench "
+            "--split validation --strategies best_of_n,weighted_vote,beam,particle_filter --budgets "
+            "4,8,16 --out FOLDER`. Per difficulty bin it picks the (strategy, budget) that maximises "
+            "accuracy at the reference's mean FLOPs per problem at each level."
+        ),
+    )
+    fit.add_argument("folders", nargs="+", metavar="FOLDER",
+                     help="`prmsearch bench --split validation` results folder(s) of the same problems "
+                          "(e.g. one with the probe run, one with the strategies)")
+    fit.add_argument("--out", "-O", required=True, metavar="PLAN.json", help="where to write the plan")
+    fit.add_argument("--levels", type=csv_of(int), default=(4, 8, 16),
+                     help="planner budgets n to fit; each targets the reference's FLOPs at budget n "
+                          "(default: 4,8,16)")
+    fit.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
+    fit.add_argument("--probe-strategy", default="weighted_vote",
+                     help="the probe run's strategy (best_of_n, self_consistency, weighted_vote; default "
+                          "weighted_vote: its vote answers the problems the plan stops at the probe)")
+    fit.add_argument("--probe", type=int, default=4, help="the probe's whole solutions (default: 4)")
+    fit.add_argument("--bins", type=int, default=3, help="difficulty bins, equal-count (default: 3)")
+    fit.add_argument("--strategies", type=csv_of(str), default=None,
+                     help="strategies the arms may use (default: every one in the folder but mcts)")
+    fit.add_argument("--seed", type=int, default=None, help="run seed to read (default: the smallest)")
+    fit.add_argument("--any-split", action="store_true",
+                     help="allow a folder of another split than validation (a dataset without one)")
+    fit.add_argument("--json", action="store_true", help="print the plan and its fit as JSON")
+    fit.set_defaults(func=cmd_plan_fit)
+    report = plan_sub.add_parser(
+        "report",
+        help="per-problem FLOPs (mean, p10/p50/p90) of the planner and accuracy at equal compute",
+    )
+    report.add_argument("folders", nargs="+", metavar="FOLDER",
+                        help="`prmsearch bench` results folder(s) of the same problems (a row found in "
+                             "several: the last folder's wins)")
+    report.add_argument("--strategy", default="planner", help="whose per-problem compute (default: planner)")
+    report.add_argument("--reference", default="best_of_n",
+                        help="the other strategy whose budgets' FLOPs set equal-compute levels (default: "
+                             "best_of_n; the table at the planner's own FLOPs is printed too)")
+    report.add_argument("--json", action="store_true", help="print JSON")
+    report.set_defaults(func=cmd_plan_report)

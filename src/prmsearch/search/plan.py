@@ -1,0 +1,279 @@
+"""A compute-optimal plan: which strategy, at which budget, for a problem of a given difficulty.
+
+Snell, Lee, Xu and Kumar, 2024, "Scaling LLM Test-Time Compute Optimally can be More Effective
+than Scaling Model Parameters" (arXiv:2408.03314): bin the problems by a difficulty the model can
+estimate itself, and give each bin the search strategy and budget that does best on it, so easy
+problems stop early and hard ones get the compute. The ``planner`` strategy estimates the
+difficulty from a cheap probe (:func:`leader_mass` of a few PRM-scored whole solutions) and
+follows a :class:`Plan`; ``prmsearch plan fit`` fits one on a validation split.
+
+A plan is plain, validated data (a frozen config, written to and read from JSON by the command
+line, never by the strategy):
+
+* ``probe``: whole solutions drawn first; ``aggregation``: how their step scores make a path score.
+* ``edges``: ascending bin edges on the difficulty feature; bin ``i`` holds the features in
+  ``[edges[i-1], edges[i])`` (bin 0 starts at -inf, the last bin ends at +inf), so bin 0 holds
+  the least confident, hardest problems.
+* ``levels``: one :class:`PlanLevel` per planner budget ``n`` (the ``n`` the planner is run with,
+  e.g. a sweep's budget): for each bin, a :class:`PlanArm` (strategy, budget, options); budget 0
+  (strategy ``probe``) answers from the probe alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from prmsearch.search.aggregation import Aggregation
+from prmsearch.search.protocol import strategy_spec
+from prmsearch.search.selection import Candidate, tally_candidates
+
+#: The plan file's format tag; a file with another tag is refused.
+PLAN_FORMAT = "prmsearch-plan/1"
+
+#: The arm strategy name that means "no more search: answer from the probe" (budget 0).
+PROBE_ARM = "probe"
+
+#: Strategies a plan may not delegate to: the planner itself (no plans within plans), and MCTS,
+#: which reads the visit counts and children already in the tree and would take the probe's
+#: samples for expansions of its own.
+NOT_DELEGABLE = {"planner": "a planner cannot delegate to a planner",
+                 "mcts": "mcts reads the children already in the tree and would take the probe's "
+                         "samples for its own expansions"}
+
+
+def leader_mass(candidates: Sequence[Candidate], samples: int) -> float:
+    """The difficulty feature: the leading answer's PRM-weighted vote mass per probe sample.
+
+    ``max over answer groups g of (sum of the aggregated path scores of the samples in g) /
+    samples``. It lies in [0, 1] and is 1 only when every sample has the same answer and a perfect
+    score, so it falls with disagreement, with low PRM scores and with unanswered samples (which
+    count in ``samples`` but vote for nothing); an unscored sample weighs 0. Snell et al. (2024)
+    bin by the mean PRM score of many samples; agreement is added because a few samples are
+    cheap to draw and disagreement among them is the clearest sign of a hard problem.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    weights = [t.weight for t in tally_candidates(candidates)]
+    return max(weights, default=0.0) / samples
+
+
+def bin_index(edges: Sequence[float], feature: float) -> int:
+    """The bin of a feature value under ascending ``edges``: the number of edges at or below it
+    (bin 0 is below the first edge; a value on an edge belongs to the bin above it)."""
+    return sum(1 for edge in edges if edge <= feature)
+
+
+def _where(path: str, problem: str) -> ValueError:
+    return ValueError(f"{path} {problem}")
+
+
+def _int(path: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _where(path, f"must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _mapping(path: str, value: object, known: set[str], required: set[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _where(path, f"must be a mapping (a JSON object), got {type(value).__name__}")
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise _where(path, f"has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    missing = sorted(required - set(value))
+    if missing:
+        raise _where(path, f"lacks the key(s) {', '.join(missing)}")
+    return value
+
+
+@dataclass(frozen=True)
+class PlanArm:
+    """What a plan does with the problems of one difficulty bin.
+
+    Attributes:
+        strategy: a registered strategy name, or ``probe`` (answer from the probe, budget 0).
+        budget: the strategy's ``n`` (0 exactly for ``probe``).
+        options: the strategy's other options (never ``n``), e.g. ``{"width": 4}``; kept as
+            sorted ``(key, value)`` pairs so the arm stays immutable.
+    """
+
+    strategy: str
+    budget: int
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.options, Mapping):
+            object.__setattr__(self, "options", tuple(sorted(self.options.items())))
+
+    def validate(self, path: str) -> None:
+        """Check the arm, naming ``path`` (e.g. ``plan.levels[0].arms[2]``) in every error; a
+        :class:`Plan` validates each of its arms so."""
+        try:
+            object.__setattr__(self, "options", tuple((str(k), v) for k, v in self.options))
+        except (TypeError, ValueError):
+            raise _where(f"{path}.options", f"must be a mapping of options, got {self.options!r}") from None
+        if not isinstance(self.strategy, str) or not self.strategy:
+            raise _where(f"{path}.strategy", f"must be a strategy name, got {self.strategy!r}")
+        if self.strategy == PROBE_ARM:
+            if self.budget != 0 or isinstance(self.budget, bool):
+                raise _where(f"{path}.budget", f"must be 0 for strategy {PROBE_ARM!r}, got {self.budget!r}")
+            if self.options:
+                raise _where(f"{path}.options", f"must be empty for strategy {PROBE_ARM!r}")
+            return
+        _int(f"{path}.budget", self.budget, 1)
+        if self.strategy in NOT_DELEGABLE:
+            why = NOT_DELEGABLE[self.strategy]
+            raise _where(f"{path}.strategy", f"{self.strategy!r} is not allowed: {why}")
+        if "n" in dict(self.options):
+            raise _where(f"{path}.options", "must not set n: the arm's budget is its n")
+        try:
+            strategy_spec(self.strategy).configure(n=self.budget, **dict(self.options))
+        except ValueError as exc:
+            raise _where(path, f"does not build strategy {self.strategy!r}: {exc}") from None
+
+    @property
+    def searches(self) -> bool:
+        """Whether the arm searches beyond the probe (budget > 0)."""
+        return self.budget > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "budget": self.budget, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, data: object, path: str = "arm") -> PlanArm:
+        """An arm from JSON data (checked by the :class:`Plan` that holds it)."""
+        data = _mapping(path, data, {"strategy", "budget", "options"}, {"strategy", "budget"})
+        options = data.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise _where(f"{path}.options", f"must be a mapping, got {type(options).__name__}")
+        return cls(data["strategy"], data["budget"], tuple(sorted(options.items())))
+
+
+@dataclass(frozen=True)
+class PlanLevel:
+    """The arms of one planner budget ``n``: one per difficulty bin, hardest bin first."""
+
+    n: int
+    arms: tuple[PlanArm, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "arms": [arm.to_dict() for arm in self.arms]}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compute-optimal plan (see the module docstring); build it from JSON data with
+    :meth:`from_dict`, whose errors name the field (``plan.levels[1].arms[0].budget ...``)."""
+
+    probe: int
+    edges: tuple[float, ...]
+    levels: tuple[PlanLevel, ...]
+    aggregation: Aggregation = Aggregation.MIN
+    bins: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        _int("plan.probe", self.probe, 1)
+        object.__setattr__(self, "aggregation", Aggregation.parse(self.aggregation, "plan.aggregation"))
+        edges = tuple(self.edges)
+        for i, edge in enumerate(edges):
+            if isinstance(edge, bool) or not isinstance(edge, (int, float)) or not math.isfinite(edge):
+                raise _where(f"plan.edges[{i}]", f"must be a finite number, got {edge!r}")
+        if any(b <= a for a, b in pairwise(edges)):
+            raise _where("plan.edges", f"must be strictly ascending, got {list(edges)}")
+        object.__setattr__(self, "edges", tuple(float(e) for e in edges))
+        object.__setattr__(self, "bins", len(edges) + 1)
+        object.__setattr__(self, "levels", tuple(self.levels))
+        if not self.levels:
+            raise _where("plan.levels", "must hold at least one level")
+        seen: set[int] = set()
+        for i, level in enumerate(self.levels):
+            path = f"plan.levels[{i}]"
+            if not isinstance(level, PlanLevel):
+                raise _where(path, f"must be a PlanLevel, got {type(level).__name__}")
+            object.__setattr__(level, "arms", tuple(level.arms))
+            _int(f"{path}.n", level.n, 1)
+            if level.n in seen:
+                raise _where(f"{path}.n", f"repeats level n={level.n}; each n has one level")
+            seen.add(level.n)
+            if len(level.arms) != self.bins:
+                raise _where(f"{path}.arms", f"must hold one arm per bin ({self.bins} for "
+                                             f"{len(edges)} edges), got {len(level.arms)}")
+            for j, arm in enumerate(level.arms):
+                if not isinstance(arm, PlanArm):
+                    raise _where(f"{path}.arms[{j}]", f"must be a PlanArm, got {type(arm).__name__}")
+                arm.validate(f"{path}.arms[{j}]")
+
+    def bin_of(self, feature: float) -> int:
+        """The difficulty bin of a feature value (:func:`bin_index`)."""
+        return bin_index(self.edges, feature)
+
+    def level(self, n: int) -> PlanLevel:
+        """The level for planner budget ``n``; another ``n`` is an error listing the levels."""
+        for level in self.levels:
+            if level.n == n:
+                return level
+        known = ", ".join(str(level.n) for level in self.levels)
+        raise ValueError(f"n must be one of the plan's levels ({known}), got {n}; fit the plan "
+                         f"for this budget (prmsearch plan fit --levels) or run the planner at a level")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data that :meth:`from_dict` reads back."""
+        return {
+            "format": PLAN_FORMAT,
+            "probe": self.probe,
+            "aggregation": self.aggregation.value,
+            "edges": list(self.edges),
+            "levels": [level.to_dict() for level in self.levels],
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Plan:
+        """A plan from JSON data; a fitted file's ``fit`` section (figures for readers) is ignored."""
+        data = _mapping("plan", data, {"format", "probe", "aggregation", "edges", "levels", "fit"},
+                        {"probe", "edges", "levels"})
+        tag = data.get("format", PLAN_FORMAT)
+        if tag != PLAN_FORMAT:
+            raise _where("plan.format", f"must be {PLAN_FORMAT!r}, got {tag!r}")
+        for key in ("edges", "levels"):
+            if isinstance(data[key], (str, bytes)) or not isinstance(data[key], Sequence):
+                raise _where(f"plan.{key}", f"must be a list, got {type(data[key]).__name__}")
+        levels = []
+        for i, raw in enumerate(data["levels"]):
+            path = f"plan.levels[{i}]"
+            raw = _mapping(path, raw, {"n", "arms"}, {"n", "arms"})
+            if isinstance(raw["arms"], (str, bytes)) or not isinstance(raw["arms"], Sequence):
+                raise _where(f"{path}.arms", f"must be a list, got {type(raw['arms']).__name__}")
+            arms = tuple(PlanArm.from_dict(arm, f"{path}.arms[{j}]") for j, arm in enumerate(raw["arms"]))
+            levels.append(PlanLevel(raw["n"], arms))
+        return cls(
+            probe=data["probe"],
+            edges=tuple(data["edges"]),
+            levels=tuple(levels),
+            aggregation=data.get("aggregation", Aggregation.MIN.value),
+        )
+
+
+#: The rough default plan (see docs/strategies/planner.md): ``prmsearch plan fit --probe 2 --bins 3``
+#: on 100 validation problems of the embedded arithmetic models, edges rounded. Stop at the probe
+#: unless its two samples disagree or the PRM doubts them; then particle filtering (level 4) or
+#: beam search at 16 (levels 8 and 16). Fitted on tiny models: for any other models, fit your own.
+DEFAULT_PLAN: dict[str, Any] = {
+    "format": PLAN_FORMAT,
+    "probe": 2,
+    "aggregation": "min",
+    "edges": [0.15, 0.5],
+    "levels": [
+        {"n": 4, "arms": [{"strategy": "particle_filter", "budget": 4},
+                          {"strategy": PROBE_ARM, "budget": 0},
+                          {"strategy": PROBE_ARM, "budget": 0}]},
+        {"n": 8, "arms": [{"strategy": "beam", "budget": 16, "options": {"width": 4}},
+                          {"strategy": PROBE_ARM, "budget": 0},
+                          {"strategy": PROBE_ARM, "budget": 0}]},
+        {"n": 16, "arms": [{"strategy": "beam", "budget": 16, "options": {"width": 4}},
+                           {"strategy": PROBE_ARM, "budget": 0},
+                           {"strategy": PROBE_ARM, "budget": 0}]},
+    ],
+}
