@@ -9,7 +9,7 @@ from prmsearch.registry import UnknownNameError
 
 
 def test_unknown_strategy_lists_known_names():
-    with pytest.raises(UnknownNameError, match="known strategy names: beam, best_of_n, dvts"):
+    with pytest.raises(UnknownNameError, match="known strategy names: adaptive_vote, beam, best_of_n, confidence_vote, dvts"):
         make_strategy("beam_serch")
 
 
