@@ -9,7 +9,8 @@ from prmsearch.registry import UnknownNameError
 
 
 def test_unknown_strategy_lists_known_names():
-    with pytest.raises(UnknownNameError, match="known strategy names: adaptive_vote, beam, best_of_n, confidence_vote, dvts"):
+    known = "known strategy names: adaptive_vote, beam, best_of_n, confidence_vote, dvts"
+    with pytest.raises(UnknownNameError, match=known):
         make_strategy("beam_serch")
 
 
