@@ -45,6 +45,7 @@ def test_models_list_strategies_at_each_budget_and_the_policy(client):
     assert ids[0] == "flaky-arith"
     assert {"beam-4", "beam-16", "best_of_n-16", "particle_filter-4", "mcts-16"} <= set(ids)
     assert "greedy-4" not in ids  # plain decoding is the policy's own id
+    assert "planner-4" in ids and "planner-16" in ids  # a planner lists only its plan's levels
     card = client.models.retrieve("dvts-48")  # any budget works, listed or not
     assert card.id == "dvts-48"
     with pytest.raises(openai.NotFoundError, match="GET /v1/models lists them"):

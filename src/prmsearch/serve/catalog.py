@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prmsearch.search.protocol import STRATEGIES, strategy_names
+from prmsearch.search.protocol import STRATEGIES, strategy_names, strategy_spec
 from prmsearch.serve.errors import ApiError
 
 #: The strategy behind the policy's own model id.
@@ -43,13 +43,22 @@ class ModelCatalog:
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def ids(self) -> list[str]:
-        """Every listed id: the policy's first, then each strategy at each budget."""
+        """Every listed id: the policy's first, then each strategy at each budget it accepts."""
         ids = [self.policy_id]
         for name in strategy_names():
             if name == PLAIN_DECODING:
                 continue
-            ids.extend(f"{name}-{budget}" for budget in self.budgets)
+            ids.extend(f"{name}-{budget}" for budget in self.budgets if self._accepts(name, budget))
         return ids
+
+    def _accepts(self, name: str, budget: int) -> bool:
+        """Whether the strategy takes this budget with the server's options (a planner takes only
+        its plan's levels, a beam only multiples of its width): only ids that work are listed."""
+        try:
+            strategy_spec(name).configure(**{**self.defaults.get(name, {}), "n": budget})
+        except (TypeError, ValueError):
+            return False
+        return True
 
     def resolve(self, model: str) -> ModelRoute:
         """The route of ``model``; an unknown id is a 404 that says where the list is."""
