@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -248,8 +247,7 @@ class SearchSession:
         if strategy is not None:
             bound = as_strategy(strategy, options)
         elif options:  # the searcher's strategy and options, these ones changed
-            current = {f.name: getattr(bound.config, f.name) for f in dataclasses.fields(bound.config)}
-            bound = bound.spec.configure(**{**current, **options})
+            bound = bound.spec.configure(**{**bound.options(), **options})
         if seed is None:
             seed = problem_seed(self.searcher.seed, question)
         return self._session.submit(question, bound, seed)

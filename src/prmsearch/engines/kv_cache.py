@@ -12,7 +12,6 @@ caller's attention mask hides the padding.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,29 +21,10 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from prmsearch.engines.token_keys import token_key
+
 LayerKV = tuple[torch.Tensor, torch.Tensor]
 SeqKV = tuple[LayerKV, ...]
-
-
-def token_key(ids: Sequence[int] | np.ndarray) -> bytes:
-    """A compact, collision-resistant key for a token id sequence (blake2b of int64 bytes)."""
-    arr = np.asarray(ids, dtype=np.int64)
-    return hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
-
-
-def prefix_digests(ids: Sequence[int] | np.ndarray, ends: Sequence[int]) -> list[bytes]:
-    """``token_key(ids[:e])`` for every ``e`` in ascending ``ends``, hashing each token once."""
-    arr = np.asarray(ids, dtype=np.int64)
-    h = hashlib.blake2b(digest_size=16)
-    out: list[bytes] = []
-    prev = 0
-    for e in ends:
-        if e < prev:
-            raise ValueError(f"ends must be ascending, got {list(ends)}")
-        h.update(arr[prev:e].tobytes())
-        prev = e
-        out.append(h.copy().digest())
-    return out
 
 
 def check_plain_cache(cache: DynamicCache) -> None:

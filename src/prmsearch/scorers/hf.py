@@ -41,7 +41,6 @@ from prmsearch.engines.kv_cache import (
     SeqKV,
     check_plain_cache,
     pack_rows,
-    prefix_digests,
     row_kv,
 )
 from prmsearch.engines.loading import (
@@ -54,6 +53,7 @@ from prmsearch.engines.loading import (
     resolve_device,
     resolve_dtype,
 )
+from prmsearch.engines.token_keys import prefix_digests
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import PRMFormat, make_format
 from prmsearch.scorers.heads import BaseWithHead, load_base_with_head, load_qwen_prm

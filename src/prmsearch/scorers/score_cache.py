@@ -10,28 +10,18 @@ in full and their scores stored. Used by the PRM scorers that have no prefix KV 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
+from prmsearch.engines.token_keys import prefix_digests
+
 
 def step_keys(ids: Sequence[int], positions: Sequence[int]) -> list[bytes]:
-    """One key per step: a digest of ``ids[: position + 1]`` (incremental hashing, linear cost)."""
-    arr = np.asarray(ids, dtype=np.int64)
-    h = hashlib.blake2b(digest_size=16)
-    keys: list[bytes] = []
-    start = 0
-    for position in positions:
-        end = position + 1
-        if end < start:
-            raise ValueError(f"read positions must be ascending, got {list(positions)}")
-        h.update(arr[start:end].tobytes())
-        keys.append(h.copy().digest())
-        start = end
-    return keys
+    """One key per step: the digest of ``ids[: position + 1]`` (each token hashed once)."""
+    return prefix_digests(ids, [position + 1 for position in positions])
 
 
 class StepScoreCache:

@@ -88,6 +88,10 @@ class BoundStrategy:
     def name(self) -> str:
         return self.spec.name
 
+    def options(self) -> dict[str, Any]:
+        """Every option of the bound config by name (what ``spec.configure(**options)`` rebuilds)."""
+        return {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+
     @property
     def needs_scores(self) -> bool:
         """Whether the driver must score this strategy's steps (configs say so with a

@@ -63,8 +63,7 @@ class DriverSession:
         self._lock = threading.Lock()
         self._open = True
         self._error: BaseException | None = None
-        self._pending: dict[int, Future] = {}
-        self._jobs: dict[int, _Job] = {}
+        self._pending: dict[Future, _Job] = {}  # each waiting caller's future and its problem
         self._numbers = itertools.count()
         self._thread = threading.Thread(target=self._run, name="prmsearch-session", daemon=True)
         self._thread.start()
@@ -96,8 +95,7 @@ class DriverSession:
             number = next(self._numbers)
             job = _Job(number, question, strategy, int(seed))
             job.ticket = future
-            self._pending[number] = future
-            self._jobs[id(future)] = job
+            self._pending[future] = job
             self._events.put(("job", job))
         future.add_done_callback(self._wake_if_cancelled)
         return future
@@ -108,7 +106,7 @@ class DriverSession:
         Read from another thread while the flow writes: the counts may lag by one step.
         """
         with self._lock:
-            job = self._jobs.get(id(future))
+            job = self._pending.get(future)
         if job is None:
             return None
         return Progress(len(job.tree), job.ledger.generated_tokens, time.perf_counter() - job.started)
@@ -134,11 +132,10 @@ class DriverSession:
             note = self.annotate(result.question)
             if note:
                 result.notes.append(note)
+        future = job.ticket
         with self._lock:
-            future = self._pending.pop(job.index, None)
-            if future is not None:
-                self._jobs.pop(id(future), None)
-        if future is not None:
+            waiting = self._pending.pop(future, None) is not None
+        if waiting:
             with contextlib.suppress(InvalidStateError):  # cancelled meanwhile: nobody waits
                 future.set_result(result)
 
@@ -151,8 +148,7 @@ class DriverSession:
                 self._open = False
                 self._error = exc
                 pending, self._pending = self._pending, {}
-                self._jobs.clear()
-            for future in pending.values():
+            for future in pending:
                 with contextlib.suppress(InvalidStateError):
                     future.set_exception(exc)
             raise

@@ -14,7 +14,6 @@ import contextlib
 import hmac
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import AsyncIterator
@@ -32,6 +31,7 @@ from prmsearch.serve.errors import ApiError, bad_request
 from prmsearch.serve.requests import SearchRequest, parse_chat, parse_completion
 from prmsearch.serve.responses import chat_response, completion_id, completion_response, stream_chunks
 from prmsearch.serve.service import SearchService
+from prmsearch.tree_graph import json_ready
 
 log = logging.getLogger("prmsearch.serve")
 
@@ -190,20 +190,10 @@ async def _json_body(request: Request) -> Any:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: they become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _dumps(body: Any) -> str:
-    return json.dumps(_finite(body), separators=(",", ":"))
+def _dumps(body: dict[str, Any]) -> str:
+    """One SSE payload; JSON has no NaN or infinity, so they become null (as in tree files)."""
+    return json.dumps(json_ready(body), separators=(",", ":"))
 
 
 def _json(body: dict[str, Any]) -> JSONResponse:
-    return JSONResponse(_finite(body))
+    return JSONResponse(json_ready(body))

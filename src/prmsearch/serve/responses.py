@@ -10,7 +10,6 @@ generated, ``usage.prmsearch`` the full ledger (PRM tokens, FLOPs, calls).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import uuid
@@ -56,7 +55,7 @@ def best_solutions(result: SearchResult, count: int) -> list[Solution]:
             continue
         seen.add(node)
         others.append((candidate.score, node))
-    others.sort(key=lambda item: (math.isnan(item[0]), -item[0] if not math.isnan(item[0]) else 0.0, item[1]))
+    others.sort(key=lambda item: (math.inf if math.isnan(item[0]) else -item[0], item[1]))  # NaN last
     solutions, texts = [chosen], {chosen.steps}
     for score, node in others:
         if len(solutions) == count:
@@ -100,8 +99,7 @@ def usage(results: Sequence[SearchResult]) -> dict[str, Any]:
 
 def search_facts(request: SearchRequest, results: Sequence[SearchResult]) -> dict[str, Any]:
     """The response's ``prmsearch`` object: how the search ran, per question."""
-    config = request.strategy.config
-    options = {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    options = {name: _plain(value) for name, value in request.strategy.options().items()}
     return {
         "strategy": request.strategy.name,
         "options": options,

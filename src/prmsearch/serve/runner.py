@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,9 +16,7 @@ def server_parts(searcher: Searcher, config: ServeConfig) -> tuple[SearchService
     """The service over ``searcher`` and its model catalogue; the searcher's strategy options
     (all but the budget) become that strategy's defaults for every model id that names it."""
     bound = searcher.strategy
-    options: Mapping[str, Any] = {
-        f.name: getattr(bound.config, f.name) for f in dataclasses.fields(bound.config) if f.name != "n"
-    }
+    options: Mapping[str, Any] = {k: v for k, v in bound.options().items() if k != "n"}
     catalog = ModelCatalog(config.policy_id, config.budgets, {bound.name: options})
     return SearchService(searcher), catalog
 
