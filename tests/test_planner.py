@@ -22,7 +22,7 @@ from prmsearch.cli import main
 from prmsearch.conformance import check_strategy
 from prmsearch.policies.scripted import ScriptedPolicy
 from prmsearch.scorers.scripted import ScriptedScorer
-from prmsearch.search.plan import DEFAULT_PLAN, Plan, leader_mass
+from prmsearch.search.plan import DEFAULT_PLAN, Plan, PlanArm, leader_mass
 from prmsearch.search.protocol import make_strategy
 from prmsearch.search.selection import Candidate
 from prmsearch.tree import ROOT
@@ -149,6 +149,38 @@ def test_same_seed_same_search():
     assert (a.node, a.answer, a.ledger.generations) == (b.node, b.answer, b.ledger.generations)
 
 
+def search_probe_plan(hard_arm, edge=0.5, n=8):
+    """A two-bin plan whose probe is a search: beam at 4 (width 2, so 2 finished beams)."""
+    return {"probe": {"strategy": "beam", "budget": 4, "options": {"width": 2}}, "edges": [edge],
+            "levels": [{"n": n, "arms": [hard_arm, {"strategy": "probe", "budget": 0}]}]}
+
+
+def test_a_search_probe_answers_an_easy_problem_itself_at_its_own_cost():
+    plan = search_probe_plan({"strategy": "beam", "budget": 8, "options": {"width": 2}})
+    result, _ = run_one(*backends(), planner(plan=plan), question="easy one")
+    alone, _ = run_one(*backends(), make_strategy("beam", n=4, width=2), question="easy one")
+    assert result.node == alone.node and result.answer == alone.answer == "7"
+    assert [c.node for c in result.candidates] == [c.node for c in alone.candidates]
+    assert result.ledger.to_dict() | {"wall_s": 0} == alone.ledger.to_dict() | {"wall_s": 0}
+    # two finished beams, both answering 7 with path score 0.95: leader mass 0.95, the easy bin
+    assert result.report == {"bin": 1, "difficulty": pytest.approx(0.95), "arm": "probe"}
+
+
+def test_a_search_probe_escalates_a_hard_problem_and_pays_for_both():
+    plan = search_probe_plan({"strategy": "weighted_vote", "budget": 6})
+    result, _ = run_one(*backends(), planner(plan=plan), question="hard one")
+    probe, _ = run_one(*backends(), make_strategy("beam", n=4, width=2), question="hard one")
+    vote, _ = run_one(*backends(), make_strategy("weighted_vote", n=6), question="hard one")
+    # a sampling arm after a search probe draws all its own samples (beam's paths are not samples)
+    assert len(result.candidates) == 6
+    assert result.ledger.generations == probe.ledger.generations + vote.ledger.generations
+    assert result.ledger.prm_calls == probe.ledger.prm_calls + vote.ledger.prm_calls
+    assert result.report["bin"] == 0 and result.report["arm"] == "weighted_vote@6"
+    assert result.report["difficulty"] < 0.5
+    # the probe's beam ran first on the tree, exactly as beam alone: its nodes come first
+    assert result.tree.step_text[: len(probe.tree)] == probe.tree.step_text
+
+
 # -- validation: errors name the field ----------------------------------------------------------
 
 
@@ -165,7 +197,12 @@ def test_same_seed_same_search():
         (lambda p: p["levels"][0]["arms"].pop(), r"plan.levels\[0\].arms must hold one arm per bin"),
         (lambda p: p.update(edges=[0.6, 0.2]), r"plan.edges must be strictly ascending"),
         (lambda p: p.update(edges=["x"]), r"plan.edges\[0\] must be a finite number"),
-        (lambda p: p.update(probe=0), r"plan.probe must be an int >= 1"),
+        (lambda p: p.update(probe=0), r"plan.probe must be a number of whole solutions \(an int"),
+        (lambda p: p.update(probe={"strategy": "probe", "budget": 0}), r"plan.probe must search"),
+        (lambda p: p.update(probe={"strategy": "mcts", "budget": 4}), r"plan.probe.strategy 'mcts' is not"),
+        (lambda p: p.update(probe={"strategy": "beam"}), r"plan.probe lacks the key\(s\) budget"),
+        (lambda p: p.update(probe={"strategy": "beam", "budget": 4, "options": {"aggregation": "last"}}),
+         r"plan.probe.options aggregation must be the plan's \(min\)"),
         (lambda p: p.update(aggregation="max"), r"plan.aggregation must be one of"),
         (lambda p: p.update(levels=[]), r"plan.levels must hold at least one level"),
         (lambda p: p["levels"].append(dict(p["levels"][0])), r"plan.levels\[1\].n repeats"),
@@ -226,8 +263,8 @@ def write_folder(folder, split="validation"):
     lines = []
     for (strategy, budget), (flops, marks) in table.items():
         for (qid, feature), mark in zip(features.items(), marks):
-            candidates = [{"answer": "1", "group": 0, "score": feature}] * 4 if strategy == "weighted_vote" \
-                else []
+            samples = 4 if strategy == "weighted_vote" else 1
+            candidates = [{"answer": "1", "group": 0, "score": feature}] * samples
             lines.append(json.dumps({
                 "qid": qid, "strategy": strategy, "budget": budget, "seed": 0, "answer": "1", "gold": "1",
                 "correct": mark == "T", "score": None, "ledger": {"flops": flops}, "error": None,
@@ -250,6 +287,25 @@ def test_fit_picks_the_best_arm_per_bin_within_the_reference_flops(tmp_path):
     assert level16.target_flops == 16 and level16.flops == pytest.approx(14)
     assert level16.accuracy == pytest.approx((2 / 3 + 1) / 2) and level16.feasible
     assert level16.best_fixed[:2] == ("beam", 4)  # the best single run within 16 FLOPs: 4 of 6
+
+
+def test_fit_with_a_search_probe_adds_every_arm_to_the_probes_cost(tmp_path):
+    write_folder(tmp_path / "val")
+    config = FitConfig(levels=(16,), bins=2, probe_strategy="beam", probe=4)
+    plan, fitted, facts = fit_folder(tmp_path / "val", config)
+    assert plan.probe == PlanArm("beam", 4, (("width", 4),)) and facts["probe"] == "beam n=4, width=4"
+    # hard bin: beam@4 alone gets 1 of 3; beam@16 after it 2 of 3 at 6 + 20; easy bin: the probe, 6
+    (level,) = fitted
+    assert [(a.arm.strategy, a.arm.budget) for a in level.chosen] == [("beam", 16), ("probe", 0)]
+    assert level.flops == pytest.approx((26 + 6) / 2) and level.accuracy == pytest.approx((2 / 3 + 1) / 2)
+    # a sampling arm after a search probe is not an extension: it pays its own run in full
+    hard = {row["arm"]: row for row in facts["arms_per_bin"][0]}
+    assert hard["best_of_n n=16"]["flops"] == pytest.approx(6 + 16)
+    assert hard["probe only"] == {"arm": "probe only", "accuracy": pytest.approx(1 / 3), "flops": 6}
+    again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again == plan and again.probe_text == "beam n=4, width=4"
+    with pytest.raises(ValueError, match="probe_strategy 'planner' cannot probe"):
+        FitConfig(probe_strategy="planner")
 
 
 def test_fit_refuses_the_test_split_and_missing_probe_rows(tmp_path):
@@ -283,10 +339,13 @@ def test_plan_fit_then_bench_with_the_plan_file(tmp_path, capsys):
     planner_rows = [r for r in rows if r["strategy"] == "planner"]
     assert len(planner_rows) == 6
     assert all(r["error"] is None and r["ledger"]["flops"] > 0 for r in planner_rows)
+    assert all(set(r["report"]) == {"bin", "difficulty", "arm"} for r in planner_rows)  # where it went
+    assert not any("report" in r for r in rows if r["strategy"] == "best_of_n")
     capsys.readouterr()
     assert main(["plan", "report", str(test)]) == 0
     out = capsys.readouterr().out
     assert "Per-problem compute of planner" in out and "| 4 | 3 |" in out and "equal compute" in out
+    assert "Where planner's compute went" in out
     # the fit refuses the test folder; a missing plan file names the option
     assert main(["plan", "fit", str(test), "--out", str(tmp_path / "bad.json")]) == 2
     assert "validation" in capsys.readouterr().err

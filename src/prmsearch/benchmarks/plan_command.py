@@ -48,7 +48,7 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
     """Per-problem compute of a strategy (the planner by default) and accuracy at equal compute,
     over the rows of one or more bench folders of the same problems."""
     from prmsearch.benchmarks.equal_compute import equal_compute, markdown_table
-    from prmsearch.benchmarks.planning import compute_spread
+    from prmsearch.benchmarks.planning import arm_breakdown, compute_spread
     from prmsearch.benchmarks.report import summarize
     from prmsearch.benchmarks.results import ResultsFolder, row_key
 
@@ -59,6 +59,7 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
                 raise FileNotFoundError(f"{folder} has no results.jsonl (give `prmsearch bench` folders)")
             rows.update((row_key(row), row) for row in ResultsFolder(folder).rows())
         spread = compute_spread(rows.values(), args.strategy)
+        arms = arm_breakdown(rows.values(), args.strategy)
         if not spread:
             raise ValueError(f"no {args.strategy} rows with a ledger in {', '.join(args.folders)}")
         summary = summarize(rows.values(), "", len({row["qid"] for row in rows.values()}))
@@ -67,7 +68,7 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
     except input_errors() as exc:
         return fail("plan report", exc)
     if args.json:
-        print(json.dumps({"strategy": args.strategy, "compute": spread,
+        print(json.dumps({"strategy": args.strategy, "compute": spread, "arms": arms,
                           "equal_compute": {ref: table.to_dict() for ref, table in tables}}))
         return 0
     lines = [
@@ -79,6 +80,12 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
     for c in spread:
         lines.append(f"| {c['budget']} | {c['problems']} | {100 * c['accuracy']:.1f}% | "
                      f"{c['mean_flops']:.3g} | {c['p10']:.3g} | {c['p50']:.3g} | {c['p90']:.3g} |")
+    if arms:
+        lines += ["", f"## Where {args.strategy}'s compute went: per difficulty bin (0 = hardest) and arm",
+                  "", "| budget | bin | arm | problems | share | accuracy | mean FLOPs |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {a['budget']} | {a['bin']} | {a['arm']} | {a['problems']} | {100 * a['share']:.0f}% | "
+                  f"{100 * a['accuracy']:.1f}% | {a['mean_flops']:.3g} |" for a in arms]
     for ref, table in tables:
         lines += ["", f"## Accuracy at equal compute: at the mean FLOPs per problem of {ref}", "",
                   "Interpolated linearly in log FLOPs between each strategy's measured budgets; `-`: "
@@ -116,9 +123,10 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                           "(default: 4,8,16)")
     fit.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
     fit.add_argument("--probe-strategy", default="weighted_vote",
-                     help="the probe run's strategy (best_of_n, self_consistency, weighted_vote; default "
-                          "weighted_vote: its vote answers the problems the plan stops at the probe)")
-    fit.add_argument("--probe", type=int, default=4, help="the probe's whole solutions (default: 4)")
+                     help="the probe run's strategy (default weighted_vote: --probe whole solutions, "
+                          "answered by their PRM-weighted vote; or a cheap search such as beam or "
+                          "particle_filter, whose own answer stands on the problems the plan stops at)")
+    fit.add_argument("--probe", type=int, default=4, help="the probe run's budget (default: 4)")
     fit.add_argument("--bins", type=int, default=3, help="difficulty bins, equal-count (default: 3)")
     fit.add_argument("--strategies", type=csv_of(str), default=None,
                      help="strategies the arms may use (default: every one in the folder but mcts)")

@@ -5,19 +5,21 @@ than Scaling Model Parameters" (arXiv:2408.03314), choose per difficulty bin the
 does best at a given budget. Here the same is done per problem with compute measured in FLOPs,
 from a bench results folder of the VALIDATION split that holds, for the same problems:
 
-* a **probe run**: ``weighted_vote`` (by default) at the probe budget. Its rows' candidates
-  (``answer``, ``group``, ``score`` of every sample) give each problem's difficulty feature,
+* a **probe run**: ``weighted_vote`` (by default) at the probe budget, or any other strategy
+  (e.g. ``beam`` at 4: a cheap search whose own answer stands on easy problems). Its rows'
+  candidates (``answer``, ``group``, ``score``) give each problem's difficulty feature,
   :func:`~prmsearch.search.plan.leader_mass`, exactly as the planner computes it from its own
-  probe (the same request seeds draw the same samples); its ``correct`` is the budget-0 arm's
-  (answer from the probe by weighted vote) and its ``ledger.flops`` the probe's cost;
+  probe (the same request seeds and strategy seed draw the same samples); its ``correct`` is the
+  budget-0 arm's (the probe's own answer) and its ``ledger.flops`` the probe's cost;
 * runs of the candidate strategies at several budgets: their per-problem ``correct`` and
   ``ledger.flops``.
 
 The features are cut into ``bins`` equal-count bins (:func:`quantile_edges`). An arm's accuracy
 on a problem is its run's ``correct``; its cost is the probe's FLOPs plus the arm's own, except
-for a best-of-N-family arm, which the planner runs as an extension of the probe (the probe's
-samples are its first ones, as in the sweep, where a run at budget 8 starts with the samples of
-the run at 4): its cost is its own run's FLOPs (at least the probe's). For each plan
+for a best-of-N-family arm after a best-of-N-family probe, which the planner runs as an
+extension of the probe (the probe's samples are its first ones, as in the sweep, where a run at
+budget 8 starts with the samples of the run at 4): its cost is its own run's FLOPs (at least the
+probe's). For each plan
 level ``n`` the target is the reference strategy's (``best_of_n``) mean FLOPs per problem at budget
 ``n``, and :func:`choose_arms` picks one arm per bin to maximise the mean accuracy with mean FLOPs
 at most the target: an exact multiple-choice knapsack over the bins (a Pareto frontier of
@@ -40,7 +42,16 @@ import numpy as np
 from prmsearch.benchmarks.results import MANIFEST, ResultRow, ResultsFolder
 from prmsearch.benchmarks.sweep_config import FAMILY, SweepConfig
 from prmsearch.search.aggregation import Aggregation
-from prmsearch.search.plan import PLAN_FORMAT, PROBE_ARM, Plan, PlanArm, PlanLevel, bin_index, leader_mass
+from prmsearch.search.plan import (
+    NOT_DELEGABLE,
+    PLAN_FORMAT,
+    PROBE_ARM,
+    Plan,
+    PlanArm,
+    PlanLevel,
+    bin_index,
+    leader_mass,
+)
 from prmsearch.search.protocol import strategy_spec
 from prmsearch.search.selection import Candidate
 from prmsearch.tree import NO_GROUP
@@ -49,6 +60,7 @@ __all__ = [
     "ArmFigures",
     "FitConfig",
     "FittedLevel",
+    "arm_breakdown",
     "choose_arms",
     "compute_spread",
     "fit_folder",
@@ -74,9 +86,11 @@ class FitConfig:
         levels: the plan levels (planner budgets ``n``) to fit; each targets the reference's mean
             FLOPs per problem at that budget.
         reference: the strategy whose FLOPs at each level's budget are the target.
-        probe_strategy: the strategy whose run at budget ``probe`` is the probe (a best-of-N-family
-            strategy: one round of whole solutions); its selection answers budget-0 problems.
-        probe: the probe's number of whole solutions.
+        probe_strategy: the strategy whose run at budget ``probe`` is the probe: ``weighted_vote``
+            (``probe`` whole solutions, the plan's ``probe`` is then that number) or any strategy
+            the planner can delegate to (the plan's probe is then that arm, with the run's
+            options), e.g. ``beam``; its own answer stands on budget-0 problems.
+        probe: the probe run's budget.
         bins: difficulty bins (equal-count quantiles of the feature).
         strategies: the strategies the arms may use (None: every strategy in the folder but the
             planner).
@@ -105,9 +119,10 @@ class FitConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if self.probe_strategy not in FAMILY:
-            raise ValueError(f"probe_strategy must be one of {', '.join(FAMILY)} (one round of whole "
-                             f"solutions, as the planner's probe), got {self.probe_strategy!r}")
+        strategy_spec(self.probe_strategy)  # an unknown name lists the known ones
+        if self.probe_strategy in NOT_DELEGABLE:
+            raise ValueError(f"probe_strategy {self.probe_strategy!r} cannot probe: "
+                             f"{NOT_DELEGABLE[self.probe_strategy]}")
         if self.strategies is not None:
             object.__setattr__(self, "strategies", tuple(self.strategies))
             for name in self.strategies:
@@ -263,6 +278,7 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
         n=config.probe, **cells.options[probe_key]).config.aggregation)
     features = probe_features(probe_rows)
     probe_cell = cells.outcomes[probe_key]
+    extends = config.probe_strategy in FAMILY  # best-of-N-family arms take the probe's samples
     arm_keys = [key for key in sorted(cells.outcomes) if key[0] not in ("planner", "mcts")
                 and (config.strategies is None or key[0] in config.strategies)]
     references = [(config.reference, n) for n in config.levels if (config.reference, n) in cells.outcomes]
@@ -301,15 +317,18 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
             else:
                 ok, cost = cells.outcomes[key][q]
                 correct.append(ok)
-                # a best-of-N-family arm extends the probe (its first samples), the others add to it
-                flops.append(max(cost, probe_flops) if key[0] in FAMILY else probe_flops + cost)
+                # a best-of-N-family arm extends a probe of samples (its first ones), the others add to it
+                flops.append(max(cost, probe_flops) if extends and key[0] in FAMILY else probe_flops + cost)
         return ArmFigures(arms[index], float(np.mean(correct)), float(np.mean(flops)))
 
     table = [[figures(k, i) for i in range(len(arms))] for k in range(bins)]
     fitted = []
     for n in config.levels:
         fitted.append(_fit_level(n, table, weights, cells, qids_sorted, config))
-    plan = Plan(config.probe, edges, tuple(PlanLevel(f.n, tuple(a.arm for a in f.chosen)) for f in fitted),
+    probe: int | PlanArm = config.probe
+    if config.probe_strategy != "weighted_vote":
+        probe = PlanArm(config.probe_strategy, config.probe, tuple(sorted(cells.options[probe_key].items())))
+    plan = Plan(probe, edges, tuple(PlanLevel(f.n, tuple(a.arm for a in f.chosen)) for f in fitted),
                 aggregation)
     facts = {
         "problems": len(qids_sorted),
@@ -317,8 +336,11 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
         "edges": list(edges),
         "bin_sizes": [len(members[k]) for k in range(bins)],
         "aggregation": aggregation.value,
-        "probe": f"{config.probe_strategy} n={config.probe}",
+        "probe": plan.probe_text if plan.probe_arm else f"{config.probe_strategy} n={config.probe}",
         "feature": "leader_mass",
+        # every arm's in-sample figures per bin, hardest bin first: the alternatives to the choice
+        "arms_per_bin": [[{"arm": _arm_text(a.arm), "accuracy": a.accuracy, "flops": a.flops} for a in row]
+                         for row in table],
     }
     return plan, fitted, facts
 
@@ -482,3 +504,23 @@ def compute_spread(rows: Iterable[Mapping[str, Any]], strategy: str) -> list[dic
                     "accuracy": float(np.mean([c for c, _ in values])), "mean_flops": float(flops.mean()),
                     "p10": float(p10), "p50": float(p50), "p90": float(p90)})
     return out
+
+
+def arm_breakdown(rows: Iterable[Mapping[str, Any]], strategy: str) -> list[dict[str, Any]]:
+    """Where a planner's compute went: per budget and per (bin, arm) its rows' ``report`` names,
+    the problems, their share of the budget's rows, accuracy and mean FLOPs. Rows that report no
+    bin (older runs, failed searches) are left out; an empty list when none reports one."""
+    cells: dict[tuple[int, int, str], list[tuple[bool, float]]] = defaultdict(list)
+    totals: dict[int, int] = defaultdict(int)
+    for row in rows:
+        report = row.get("report") or {}
+        if row["strategy"] != strategy or row.get("error") or not row.get("ledger") or "bin" not in report:
+            continue
+        budget = int(row["budget"])
+        totals[budget] += 1
+        cells[(budget, int(report["bin"]), str(report.get("arm", "?")))].append(
+            (bool(row["correct"]), float(row["ledger"]["flops"])))
+    return [{"budget": budget, "bin": bin_, "arm": arm, "problems": len(values),
+             "share": len(values) / totals[budget], "accuracy": float(np.mean([c for c, _ in values])),
+             "mean_flops": float(np.mean([f for _, f in values]))}
+            for (budget, bin_, arm), values in sorted(cells.items())]

@@ -63,6 +63,8 @@ class ResultRow:
         candidates: the strategy's final candidates (``answer``, ``group``, ``score``) for offline
             re-selection; None on rows that never had any (error rows).
         derived_from: for a row derived from a sibling strategy's run, that strategy.
+        report: what the strategy reported about its run (e.g. the planner's difficulty bin and
+            arm, :attr:`~prmsearch.search.driver.SearchResult.report`); None when it said nothing.
         tree: the search tree as node-link data (:func:`prmsearch.tree_graph.result_graph`), set
             only when the sweep saves trees; never written to ``results.jsonl`` (the sweep writes
             it to its own file first, see :mod:`prmsearch.benchmarks.trees`).
@@ -82,6 +84,7 @@ class ResultRow:
     error: str | None = None
     candidates: tuple[Mapping[str, Any], ...] | None = None
     derived_from: str | None = None
+    report: Mapping[str, Any] | None = None
     tree: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -113,6 +116,8 @@ class ResultRow:
             data["candidates"] = [dict(c) for c in self.candidates]
         if self.derived_from is not None:
             data["derived_from"] = self.derived_from
+        if self.report:
+            data["report"] = dict(self.report)
         return data
 
     @classmethod
@@ -134,6 +139,7 @@ class ResultRow:
             error=data.get("error"),
             candidates=None if candidates is None else tuple(candidates),
             derived_from=data.get("derived_from"),
+            report=data.get("report"),
         )
 
 

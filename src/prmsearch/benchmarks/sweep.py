@@ -192,6 +192,7 @@ def result_row(
             {"answer": c.answer, "group": c.group, "score": None if math.isnan(c.score) else float(c.score)}
             for c in result.candidates
         ),
+        report=dict(result.report) or None,
         tree=tree,
     )
 

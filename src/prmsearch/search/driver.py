@@ -126,6 +126,8 @@ class SearchResult:
         error: ``"ExceptionType: message"`` when the search failed, else None.
         notes: remarks for the user (e.g. a question outside the models' domain).
         candidates: the strategy's candidates, in the order it listed them (empty on failure).
+        report: what the strategy reported about its run (:attr:`Choice.report`, e.g. the
+            planner's bin and arm); empty for most strategies and on failure.
     """
 
     question: str
@@ -142,6 +144,7 @@ class SearchResult:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     candidates: tuple[Candidate, ...] = ()
+    report: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -164,6 +167,8 @@ class SearchResult:
             "error": self.error,
             "notes": list(self.notes),
         }
+        if self.report:
+            data["report"] = dict(self.report)
         if include_tree:
             data["tree"] = self.tree.to_dict()
         return data
@@ -916,6 +921,7 @@ class Driver:
             error=job.error,
             candidates=candidates if job.error is None else (),
             notes=_too_long_notes(job.too_long),
+            report=dict(choice.report) if choice is not None and job.error is None else {},
         )
 
 

@@ -10,7 +10,10 @@ follows a :class:`Plan`; ``prmsearch plan fit`` fits one on a validation split.
 A plan is plain, validated data (a frozen config, written to and read from JSON by the command
 line, never by the strategy):
 
-* ``probe``: whole solutions drawn first; ``aggregation``: how their step scores make a path score.
+* ``probe``: what runs first. A number ``k``: ``k`` whole solutions in one round (as
+  ``best_of_n``); or an arm (strategy, budget, options), e.g. ``beam`` at 4: a cheap search
+  whose own answer stands when the problem looks easy, so the probe is never wasted.
+  ``aggregation``: how step scores make a path score (the probe strategy's own must match).
 * ``edges``: ascending bin edges on the difficulty feature; bin ``i`` holds the features in
   ``[edges[i-1], edges[i])`` (bin 0 starts at -inf, the last bin ends at +inf), so bin 0 holds
   the least confident, hardest problems.
@@ -168,15 +171,19 @@ class Plan:
     """A compute-optimal plan (see the module docstring); build it from JSON data with
     :meth:`from_dict`, whose errors name the field (``plan.levels[1].arms[0].budget ...``)."""
 
-    probe: int
+    probe: int | PlanArm
     edges: tuple[float, ...]
     levels: tuple[PlanLevel, ...]
     aggregation: Aggregation = Aggregation.MIN
     bins: int = field(init=False)
 
     def __post_init__(self) -> None:
-        _int("plan.probe", self.probe, 1)
         object.__setattr__(self, "aggregation", Aggregation.parse(self.aggregation, "plan.aggregation"))
+        if isinstance(self.probe, PlanArm):
+            self._check_probe_arm(self.probe)
+        elif isinstance(self.probe, bool) or not isinstance(self.probe, int) or self.probe < 1:
+            raise _where("plan.probe", "must be a number of whole solutions (an int >= 1) or an arm "
+                                       f"({{\"strategy\": ..., \"budget\": ...}}), got {self.probe!r}")
         edges = tuple(self.edges)
         for i, edge in enumerate(edges):
             if isinstance(edge, bool) or not isinstance(edge, (int, float)) or not math.isfinite(edge):
@@ -206,6 +213,31 @@ class Plan:
                     raise _where(f"{path}.arms[{j}]", f"must be a PlanArm, got {type(arm).__name__}")
                 arm.validate(f"{path}.arms[{j}]")
 
+    def _check_probe_arm(self, arm: PlanArm) -> None:
+        arm.validate("plan.probe")
+        if not arm.searches:
+            raise _where("plan.probe", f"must search (a strategy at a budget >= 1), got {arm.strategy!r}; "
+                                       "a number k draws k whole solutions")
+        config = strategy_spec(arm.strategy).configure(n=arm.budget, **dict(arm.options)).config
+        own = Aggregation.parse(getattr(config, "aggregation", self.aggregation))
+        if own is not self.aggregation:
+            raise _where("plan.probe.options", f"aggregation must be the plan's ({self.aggregation.value}), "
+                                               f"the one its bins were fitted with, got {own.value}")
+
+    @property
+    def probe_arm(self) -> PlanArm | None:
+        """The probe as a strategy arm, or None when it is ``probe`` whole solutions."""
+        return self.probe if isinstance(self.probe, PlanArm) else None
+
+    @property
+    def probe_text(self) -> str:
+        """The probe in words, for tables and messages."""
+        arm = self.probe_arm
+        if arm is None:
+            return f"{self.probe} whole solutions"
+        options = "".join(f", {k}={v}" for k, v in arm.options)
+        return f"{arm.strategy} n={arm.budget}{options}"
+
     def bin_of(self, feature: float) -> int:
         """The difficulty bin of a feature value (:func:`bin_index`)."""
         return bin_index(self.edges, feature)
@@ -223,7 +255,7 @@ class Plan:
         """JSON-ready data that :meth:`from_dict` reads back."""
         return {
             "format": PLAN_FORMAT,
-            "probe": self.probe,
+            "probe": self.probe.to_dict() if isinstance(self.probe, PlanArm) else self.probe,
             "aggregation": self.aggregation.value,
             "edges": list(self.edges),
             "levels": [level.to_dict() for level in self.levels],
@@ -248,8 +280,11 @@ class Plan:
                 raise _where(f"{path}.arms", f"must be a list, got {type(raw['arms']).__name__}")
             arms = tuple(PlanArm.from_dict(arm, f"{path}.arms[{j}]") for j, arm in enumerate(raw["arms"]))
             levels.append(PlanLevel(raw["n"], arms))
+        probe = data["probe"]
+        if isinstance(probe, Mapping):
+            probe = PlanArm.from_dict(probe, "plan.probe")
         return cls(
-            probe=data["probe"],
+            probe=probe,
             edges=tuple(data["edges"]),
             levels=tuple(levels),
             aggregation=data.get("aggregation", Aggregation.MIN.value),

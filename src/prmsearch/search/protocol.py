@@ -36,10 +36,17 @@ class Expand:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """A strategy's result: the chosen node and the candidates it was chosen from."""
+    """A strategy's result: the chosen node and the candidates it was chosen from.
+
+    ``report`` holds what the strategy wants a reader to know about how it got there, as
+    ``(key, value)`` pairs of JSON scalars (e.g. the planner's difficulty bin and the arm it ran);
+    it reaches :attr:`SearchResult.report` and a bench row's ``report``. Most strategies leave it
+    empty.
+    """
 
     node: int
     candidates: tuple[int, ...]
+    report: tuple[tuple[str, Any], ...] = ()
 
 
 SearchGenerator = Generator[Expand, list[list[int]], Choice]

@@ -5,24 +5,29 @@ Snell et al. show that the best test-time strategy and budget depend on the prob
 and that a policy choosing them per difficulty bin beats any one fixed strategy at equal compute.
 The planner does it per problem in two stages, on one shared tree:
 
-1. **Probe**: ``plan.probe`` whole solutions in one round (as ``best_of_n`` draws them), scored by
-   the PRM. Their :func:`~prmsearch.search.plan.leader_mass` (the leading answer's PRM-weighted
-   vote mass per sample) is the difficulty estimate, and ``plan.edges`` put it in a bin.
+1. **Probe**: what ``plan.probe`` says to run first: ``k`` whole solutions in one round (as
+   ``best_of_n`` draws them) chosen among by ``selection``, or a cheap search (a probe arm, e.g.
+   ``beam`` at 4) run on the tree. The probe's candidates give the difficulty estimate, their
+   :func:`~prmsearch.search.plan.leader_mass` (the leading answer's PRM-weighted vote mass per
+   candidate), and ``plan.edges`` put it in a bin.
 2. **Delegate**: the plan's arm for that bin at the planner's level ``n`` names a strategy and a
-   budget. Budget 0 answers from the probe (``selection`` over the probe samples, a PRM-weighted
-   vote by default). A best-of-N-family arm (``best_of_n``, ``self_consistency``,
-   ``weighted_vote``) at budget ``B`` extends the probe: it draws ``B - probe`` more whole
-   solutions and selects among all ``B`` with its own selection (:func:`extend_probe`), so its
-   answer is distributed as a fresh run's and the probe is not paid twice. Any other arm runs that
-   strategy's own algorithm on the same tree (``yield from``), so the driver batches and charges
-   its rounds like any other.
+   budget. Budget 0 answers with the probe's own choice, so an easy problem costs the probe only;
+   a search probe is a whole search whose answer stands, and the planner then works as a cascade
+   that escalates the problems it doubts. A best-of-N-family arm (``best_of_n``,
+   ``self_consistency``, ``weighted_vote``) at budget ``B`` after a probe of whole solutions
+   extends the probe: it draws ``B - k`` more and selects among all ``B`` with its own selection
+   (:func:`extend_probe`), so its answer is distributed as a fresh run's and the probe is not paid
+   twice. Any other arm (and every arm after a search probe) runs that strategy's own algorithm
+   on the same tree (``yield from``), so the driver batches and charges its rounds like any other.
 
 The final choice is the delegated strategy's own (``final="delegate"``, the default: it is what
 ``prmsearch plan fit`` measured per arm) or, with ``final="vote"``, ``selection`` over the probe
 samples and the delegate's candidates together. Everything is charged: the probe's generations and
 scoring and the delegate's, by the driver. The planner's ``n`` picks the plan's level (the compute
 a fitted level aims at on average), not a per-problem cap: a hard problem may spend more than
-``n`` generations, an easy one only the probe.
+``n`` generations, an easy one only the probe. The result's ``report`` records the bin, the
+difficulty and the arm that ran (a bench row's ``report``), so ``prmsearch plan report`` can show
+where the compute went.
 """
 
 from __future__ import annotations
@@ -36,7 +41,14 @@ import numpy as np
 
 from prmsearch.search.aggregation import parse_enum
 from prmsearch.search.plan import DEFAULT_PLAN, Plan, PlanArm, leader_mass
-from prmsearch.search.protocol import Choice, Expand, SearchGenerator, make_strategy, register_strategy
+from prmsearch.search.protocol import (
+    Choice,
+    Expand,
+    SearchGenerator,
+    make_strategy,
+    register_strategy,
+    strategy_spec,
+)
 from prmsearch.search.selection import Selection, node_candidates, select
 from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.search.strategies.sampling import SamplingConfig
@@ -90,16 +102,30 @@ class PlannerConfig(SearchConfig):
             )
         plan.level(self.n)  # n must be one of its levels
 
-    def arm_for(self, difficulty: float) -> PlanArm:
-        """The arm of the plan's level ``n`` for a problem of this difficulty feature."""
-        plan = self.plan
-        assert isinstance(plan, Plan)  # made so in __post_init__
-        return plan.level(self.n).arms[plan.bin_of(difficulty)]
-
 
 def probe_difficulty(tree: SearchTree, probe: list[int], plan: Plan) -> float:
-    """The probe samples' :func:`~prmsearch.search.plan.leader_mass` under the plan's aggregation."""
-    return leader_mass(node_candidates(tree, probe, plan.aggregation), len(probe))
+    """The probe's candidates' :func:`~prmsearch.search.plan.leader_mass` under the plan's aggregation."""
+    return leader_mass(node_candidates(tree, probe, plan.aggregation), max(len(probe), 1))
+
+
+def run_probe(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) -> SearchGenerator:
+    """The plan's probe: ``k`` whole solutions in one round, chosen among by ``selection``, or the
+    probe arm's strategy run on the tree. Returns its :class:`Choice` (the candidates are what the
+    difficulty is read from)."""
+    plan = cfg.plan
+    assert isinstance(plan, Plan)
+    arm = plan.probe_arm
+    if arm is None:
+        (probe,) = yield Expand(((ROOT, plan.probe),), full_solution=True)
+        return Choice(select(tree, probe, cfg.selection, cfg.aggregation), tuple(probe))
+    return (yield from make_strategy(arm.strategy, n=arm.budget, **dict(arm.options)).start(tree, rng))
+
+
+def draws_samples(plan: Plan) -> bool:
+    """Whether the probe's candidates are independent whole solutions, which a best-of-N-family
+    arm can take as its first samples (a number ``k``, or a best-of-N-family probe arm)."""
+    arm = plan.probe_arm
+    return arm is None or issubclass(strategy_spec(arm.strategy).config_cls, SamplingConfig)
 
 
 def extend_probe(tree: SearchTree, probe: list[int], cfg: SamplingConfig) -> SearchGenerator:
@@ -115,24 +141,32 @@ def extend_probe(tree: SearchTree, probe: list[int], cfg: SamplingConfig) -> Sea
     return Choice(select(tree, leaves, cfg.selection, cfg.aggregation), tuple(leaves))
 
 
+def _arm_report(bin_index: int, difficulty: float, arm: PlanArm) -> tuple[tuple[str, Any], ...]:
+    arm_text = "probe" if not arm.searches else f"{arm.strategy}@{arm.budget}"
+    return (("bin", bin_index), ("difficulty", round(float(difficulty), 6)), ("arm", arm_text))
+
+
 def planner(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) -> SearchGenerator:
     """Probe, bin the problem by the probe's confidence, then run the plan's strategy for the bin."""
     plan = cfg.plan
     assert isinstance(plan, Plan)
-    (probe,) = yield Expand(((ROOT, plan.probe),), full_solution=True)
-    probe = list(probe)
-    arm = cfg.arm_for(probe_difficulty(tree, probe, plan))
+    probe_choice = yield from run_probe(tree, cfg, rng)
+    probe = list(probe_choice.candidates)
+    difficulty = probe_difficulty(tree, probe, plan)
+    bin_index = plan.bin_of(difficulty)
+    arm = plan.level(cfg.n).arms[bin_index]
+    report = _arm_report(bin_index, difficulty, arm)
     if not arm.searches:
-        return Choice(select(tree, probe, cfg.selection, cfg.aggregation), tuple(probe))
+        return Choice(probe_choice.node, probe_choice.candidates, report)
     delegate = make_strategy(arm.strategy, n=arm.budget, **dict(arm.options))
-    if isinstance(delegate.config, SamplingConfig):
+    if isinstance(delegate.config, SamplingConfig) and draws_samples(plan):
         choice = yield from extend_probe(tree, probe, delegate.config)
     else:
         choice = yield from delegate.start(tree, rng)
     if cfg.final is FinalPick.DELEGATE:
-        return choice
+        return Choice(choice.node, choice.candidates, report)
     pool = list(dict.fromkeys([*probe, *choice.candidates]))
-    return Choice(select(tree, pool, cfg.selection, cfg.aggregation), tuple(pool))
+    return Choice(select(tree, pool, cfg.selection, cfg.aggregation), tuple(pool), report)
 
 
 register_strategy(
