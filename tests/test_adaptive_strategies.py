@@ -14,7 +14,12 @@ from prmsearch.policies.base import Finish
 from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.protocol import make_strategy, strategy_names
-from prmsearch.search.strategies.confidence_vote import step_confidence, trace_confidence
+from prmsearch.search.strategies.confidence_vote import (
+    group_confidence,
+    path_token_logprobs,
+    step_confidence,
+    trace_confidence,
+)
 from prmsearch.search.strategies.stopping import (
     StopRule,
     beta_cdf,
@@ -176,6 +181,94 @@ def test_trace_confidence_is_the_lowest_step_mean_logprob():
     assert trace_confidence(tree, tree.add_node(ROOT, "", (), 0.0)) == -math.inf
 
 
+def test_group_confidence_is_the_lowest_window_mean():
+    values = [-0.5, -0.5, -0.1, -3.0, -0.1, -0.1]
+    assert group_confidence(values, 1) == pytest.approx(-3.0)  # every token its own group
+    assert group_confidence(values, 2) == pytest.approx(-1.55)  # (-0.1 - 3.0) / 2, either side
+    assert group_confidence(values, 3) == pytest.approx(-1.2)  # (-0.5 - 0.1 - 3.0) / 3
+    mean = sum(values) / len(values)
+    assert group_confidence(values, 6) == pytest.approx(mean)  # the window is the whole trace
+    assert group_confidence(values, 100) == pytest.approx(mean)  # a shorter trace is one group
+    assert group_confidence([], 4) == -math.inf
+    assert group_confidence([-0.1, -math.inf, -0.1], 2) == -math.inf
+
+
+def token_tree() -> tuple[SearchTree, int, int, int]:
+    """A step-by-step trace whose weak spot straddles two steps, a whole solution, and a trace one
+    of whose steps has tokens but no per-token values."""
+    tree = SearchTree("q")
+    a = tree.add_node(ROOT, "a b", (1, 2), -1.0, token_logprobs=(-0.5, -0.5))
+    b = tree.add_node(a, "c d e f", (3, 4, 5, 6), -3.3, token_logprobs=(-0.1, -3.0, -0.1, -0.1))
+    first = tree.add_node(ROOT, "x", (), 0.0)  # a whole solution: its chain's last node holds the tokens
+    whole = tree.add_node(first, "y \\boxed{2}", (1, 2, 3, 4), -2.0, "eos", (-0.2, -0.2, -1.5, -0.1))
+    bare = tree.add_node(b, "g", (7,), -2.0)  # a backend that gave no per-token values
+    return tree, b, whole, bare
+
+
+def test_trace_confidence_slides_a_window_over_the_path_tokens():
+    tree, b, whole, _ = token_tree()
+    assert path_token_logprobs(tree, b) == [-0.5, -0.5, -0.1, -3.0, -0.1, -0.1]
+    assert trace_confidence(tree, b, window=2) == pytest.approx(-1.55)
+    assert trace_confidence(tree, b, window=3) == pytest.approx(-1.2)  # a window across the steps
+    assert trace_confidence(tree, b, window=6) == pytest.approx(-4.3 / 6)  # window == trace
+    assert trace_confidence(tree, b, window=50) == pytest.approx(-4.3 / 6)  # window > trace
+    assert trace_confidence(tree, b) == pytest.approx(-4.3 / 6)  # the default 16 > 6 tokens
+    # the step-level measure would say min(-1.0 / 2, -3.3 / 4) = -0.825 at every window
+    assert trace_confidence(tree, whole, window=2) == pytest.approx(-0.85)
+    assert trace_confidence(tree, whole, window=1) == pytest.approx(-1.5)
+
+
+def test_trace_confidence_falls_back_to_steps_without_token_logprobs():
+    tree, _, _, bare = token_tree()
+    assert path_token_logprobs(tree, bare) is None
+    for window in (1, 2, 16):  # the lowest step mean: -2.0 / 1 token, whatever the window
+        assert trace_confidence(tree, bare, window) == -2.0
+    assert trace_confidence(tree, tree.add_node(ROOT, "", (), 0.0), 2) == -math.inf
+
+
+def test_the_scripted_policy_gives_token_logprobs_when_asked():
+    from prmsearch.policies.base import GenerationRequest, StepOutput
+
+    request = GenerationRequest("q", (), 4, stop_at_step=False)
+    (plain,) = ScriptedPolicy(spiky_or_flat).generate([request])
+    (given,) = ScriptedPolicy(spiky_or_flat, token_logprobs=True).generate([request])
+    assert all(s.token_logprobs == () for s in plain.samples)  # the default: none, as before
+    for a, s in zip(plain.samples, given.samples, strict=True):
+        assert (s.text, s.token_ids, s.logprob, s.finish) == (a.text, a.token_ids, a.logprob, a.finish)
+        assert len(s.token_logprobs) == len(s.token_ids) and math.isclose(sum(s.token_logprobs), s.logprob)
+    assert given.samples[1].token_logprobs == (-0.05,) * 8 + (-3.0, -3.0)
+    with pytest.raises(ValueError, match="one value per token"):
+        StepOutput("a b", (1, 2), -1.0, Finish.STEP, (-1.0,))
+
+
+def spiky_or_flat(question, steps, index, seed):
+    """Every fourth sample answers 3 at a steady -1.0 per token; the others answer 4 after 8 sure
+    tokens and 2 very unsure ones, so their whole-solution mean (-0.64) is the higher."""
+    if index % 4 == 0:
+        return ScriptedStep("so so so so \\boxed{3}", logprob=-5.0)
+    if not steps:
+        return ScriptedStep("w w w w w w w w", logprob=-0.4)
+    return ScriptedStep("oops \\boxed{4}", logprob=-6.0)
+
+
+@pytest.mark.parametrize(
+    ("token_logprobs", "window", "answer"),
+    [
+        (True, 2, "3"),  # the unsure pair of tokens sinks the spiky traces
+        (True, 16, "4"),  # 10 tokens < 16: one group, the whole-solution mean
+        (False, 2, "4"),  # no per-token values: the step-level fallback, the same mean
+    ],
+)
+def test_confidence_vote_ranks_traces_by_the_sliding_window(token_logprobs, window, answer):
+    policy = ScriptedPolicy(spiky_or_flat, token_logprobs=token_logprobs)
+    strategy = make_strategy("confidence_vote", n=16, keep=0.25, rule="none", window=window)
+    result, _ = run_one(policy, ScriptedScorer({}), strategy)
+    assert result.answer == answer
+    assert [(v.answer, v.count) for v in result.votes] == [(answer, 4)]
+    tokens = 10 if answer == "4" else 5  # on the node that ends each voter's chain, when given
+    assert all(len(result.tree.token_logprobs[c.node]) == tokens * token_logprobs for c in result.candidates)
+
+
 def doubtful_majority(question, steps, index, seed):
     """Confident samples answer 3; the more numerous unsure ones answer 4."""
     if index % 4 == 0:
@@ -236,6 +329,9 @@ def test_confidence_vote_without_answers_returns_the_most_confident_trace():
         ({"keep": 1.5}, "keep must be a fraction"),
         ({"mode": "vote"}, "mode must be one of filter, weight"),
         ({"threshold": 0.2}, "threshold must be in"),
+        ({"window": 0}, "window must be an int >= 1 \\(tokens per confidence group\\), got 0"),
+        ({"window": 2.5}, "window must be an int >= 1"),
+        ({"window": True}, "window must be an int >= 1"),
     ],
 )
 def test_confidence_vote_options_are_validated(options, message):

@@ -225,6 +225,7 @@ def test_the_scripted_policy_conforms():
     check_policy(scripted_policy(), token_limit=None)
     check_policy(ScriptedPolicy(script, vary_with_seed=True), token_limit=None,
                  sampling=SamplingParams(temperature=0.5, delimiter="\n"), steps=("given step",))
+    check_policy(ScriptedPolicy(script, token_logprobs=True), token_limit=None)  # per-token values too
 
 
 class Broken:
@@ -284,6 +285,19 @@ def numpy_tokens(request, gen):
     return replace(gen, samples=samples)
 
 
+def token_logprobs_off_sum(request, gen):
+    samples = tuple(replace(s, token_logprobs=(s.logprob - 1.0,) + (0.0,) * (len(s.token_ids) - 1))
+                    for s in gen.samples)
+    return replace(gen, samples=samples)
+
+
+def numpy_token_logprobs(request, gen):
+    samples = tuple(replace(s, token_logprobs=tuple(np.full(len(s.token_ids), s.logprob / len(s.token_ids),
+                                                            dtype=np.float32)))
+                    for s in gen.samples)
+    return replace(gen, samples=samples)
+
+
 def wrong_type(request, gen):
     return replace(gen, samples=tuple(replace(s, finish="eos") for s in gen.samples))
 
@@ -301,6 +315,8 @@ def wrong_type(request, gen):
         (positive_logprob, "logprob is 2.0"),
         (wrong_type, "finish is 'eos'"),
         (numpy_tokens, "a tuple of Python ints"),
+        (token_logprobs_off_sum, "token_logprobs sum to"),
+        (numpy_token_logprobs, "a tuple of Python floats"),
     ],
 )
 def test_check_policy_fails_on_a_broken_policy(alter, message):

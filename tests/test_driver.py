@@ -50,6 +50,29 @@ def test_ledger_adds_up_exactly(name):
         assert ledger.prm_calls == ledger.generations
 
 
+@pytest.mark.parametrize("name", ["beam", "best_of_n"])
+def test_token_logprobs_sit_with_the_tokens_they_belong_to(name):
+    # beam adds one sample per step node; best_of_n splits whole solutions into chains whose last
+    # node holds every token (and so every token's log-probability)
+    def script(question, steps, index, seed):
+        if len(steps) >= 2:
+            return ScriptedStep(f"so \\boxed{{{index}}}", logprob=-0.5 * (index + 1))
+        return ScriptedStep(f"step {len(steps)} option {index}", logprob=-2.0)
+
+    policy = ScriptedPolicy(script, token_logprobs=True)
+    (result,) = Searcher(policy, ScriptedScorer({}), name, n=4).run(["q"])
+    tree = result.tree
+    holding = [node for node in tree.iter_nodes() if tree.token_ids[node]]
+    assert holding and tree.token_logprobs[0] == ()
+    for node in tree.iter_nodes():
+        lps = tree.token_logprobs[node]
+        assert len(lps) == len(tree.token_ids[node])
+        assert math.isclose(sum(lps), tree.logprob[node], abs_tol=1e-12)
+    if name == "best_of_n":  # a whole solution: 4 + 4 + 2 tokens on the last node, none before it
+        assert all(len(tree.token_logprobs[n]) == 10 for n in holding)
+        assert all(tree.token_logprobs[tree.parent[n]] == () for n in holding)
+
+
 def test_one_batched_call_per_round_across_problems():
     policy, scorer = synthetic_backends(depth=3)
     searcher = Searcher(policy, scorer, "beam", n=8, width=2)

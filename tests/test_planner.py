@@ -217,6 +217,15 @@ def test_plan_errors_name_the_field(change, message):
         make_strategy("planner", n=8, plan=plan)
 
 
+def test_the_planner_takes_the_plans_aggregation_unless_told():
+    plan = {**two_bin_plan({"strategy": "beam", "budget": 4}), "aggregation": "last"}
+    assert planner(plan=plan).config.aggregation.value == "last"
+    assert planner(plan=plan, aggregation="last").config.aggregation.value == "last"
+    with pytest.raises(ValueError, match=r"aggregation must be the plan's \(last\).*leave it out"):
+        planner(plan=plan, aggregation="min")
+    assert planner().config.aggregation.value == "min"  # the default plan's
+
+
 def test_config_errors_name_the_option():
     plan = two_bin_plan({"strategy": "beam", "budget": 4})
     with pytest.raises(ValueError, match=r"n must be one of the plan's levels \(8\), got 4"):

@@ -156,3 +156,30 @@ def test_add_steps_writes_a_chain_in_one_call():
     assert tree.path_steps(3) == ("a", "b", "c")
     with pytest.raises(IndexError, match="parent 5"):
         tree.add_steps([0, 5], ["x", "y"], [(), ()], [0.0, 0.0], ["step", "step"])
+
+
+def test_token_logprobs_are_a_column_that_round_trips():
+    import pytest
+
+    tree = SearchTree("q")
+    a = tree.add_node(ROOT, "a b", (1, 2), -0.75, token_logprobs=(-0.25, -0.5))
+    first = tree.add_steps([a, a], ["c", "d"], [(3,), (4,)], [-1.0, -math.inf], ["eos", "eos"],
+                           [[-1.0], (-math.inf,)])
+    assert tree.token_logprobs == [(), (-0.25, -0.5), (-1.0,), (-math.inf,)]
+    assert all(type(lps) is tuple for lps in tree.token_logprobs)
+    assert tree.add_node(first, "e", (5,), -0.1) and tree.token_logprobs[-1] == ()  # none given
+    back = SearchTree.from_json(tree.to_json())  # strict JSON: -inf travels as a string
+    assert back == tree and back.token_logprobs[3] == (-math.inf,)
+    with pytest.raises(ValueError, match="1 token_logprobs"):
+        tree.add_steps([0, 0], ["x", "y"], [(), ()], [0.0, 0.0], ["step", "step"], [()])
+    with pytest.raises(KeyError, match="not a numeric column"):
+        tree.column("token_logprobs")
+
+
+def test_a_tree_written_before_token_logprobs_still_loads():
+    tree = small_tree()
+    old = tree.to_dict()
+    del old["token_logprobs"]
+    back = SearchTree.from_dict(old)
+    assert back.token_logprobs == [()] * len(tree)
+    assert back == tree and back.token_ids == tree.token_ids

@@ -334,6 +334,7 @@ def _check_generation(check: str, label: str, request: GenerationRequest, gen: o
                 or sample.logprob > 1e-6:
             _fail(check, f"{where}: logprob is {sample.logprob!r}",
                   "sum the sampled tokens' log-probabilities (a finite number <= 0)")
+        _check_token_logprobs(check, where, sample)
         if len(sample.token_ids) > request.sampling.max_new_tokens:
             _fail(check, f"{where} holds {len(sample.token_ids)} tokens, the limit was "
                          f"{request.sampling.max_new_tokens}",
@@ -349,6 +350,23 @@ def _check_generation(check: str, label: str, request: GenerationRequest, gen: o
     if gen.generated_tokens is not None and gen.generated_tokens < decoded:
         _fail(check, f"{label}: generated_tokens={gen.generated_tokens} but the samples hold {decoded}",
               "count every decoded token (delimiter and EOS included) or leave it None")
+
+
+def _check_token_logprobs(check: str, where: str, sample: StepOutput) -> None:
+    """A sample's per-token log-probabilities, when it has any: a tuple of floats, one per token,
+    summing to its ``logprob`` (confidence strategies read them in place of the sum)."""
+    lps = sample.token_logprobs
+    if not lps:
+        return
+    if not isinstance(lps, tuple) or len(lps) != len(sample.token_ids) or not all(
+        isinstance(v, float) for v in lps
+    ):
+        _fail(check, f"{where}: token_logprobs is {lps!r:.80} for {len(sample.token_ids)} tokens",
+              "return a tuple of Python floats, one per token of token_ids, or an empty tuple")
+    total = math.fsum(lps)
+    if not math.isclose(total, sample.logprob, rel_tol=1e-6, abs_tol=1e-6):
+        _fail(check, f"{where}: token_logprobs sum to {total!r}, logprob is {sample.logprob!r}",
+              "give the log-probabilities of exactly the tokens whose sum is logprob")
 
 
 def _batch_call(check: str, method: str, call: Callable[[list], Any], requests: list, what: str,

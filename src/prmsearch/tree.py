@@ -26,6 +26,7 @@ _COLUMNS = (
     "step_text",
     "token_ids",
     "logprob",
+    "token_logprobs",
     "score",
     "visits",
     "value_sum",
@@ -50,6 +51,8 @@ class SearchTree:
         token_ids: tuple[int, ...], the policy's tokens for this step (for a whole solution
             generated in one call, all its tokens sit on the chain's last node).
         logprob: float, the policy's summed log-probability of ``token_ids``.
+        token_logprobs: tuple[float, ...], the log-probability of each of ``token_ids``, aligned
+            with them and summing to ``logprob``; empty when the policy gave none.
         score: float, the PRM's probability that this step is correct (NaN until scored).
         visits, value_sum: int and float, MCTS statistics (0 for other strategies).
         terminal: bool, the path is finished (EOS, a final answer, a cut-off or max depth).
@@ -72,6 +75,7 @@ class SearchTree:
         self.step_text: list[str] = [""]
         self.token_ids: list[tuple[int, ...]] = [()]
         self.logprob: list[float] = [0.0]
+        self.token_logprobs: list[tuple[float, ...]] = [()]
         self.score: list[float] = [UNSCORED]
         self.visits: list[int] = [0]
         self.value_sum: list[float] = [0.0]
@@ -96,9 +100,10 @@ class SearchTree:
         token_ids: tuple[int, ...] = (),
         logprob: float = 0.0,
         finish: str = "step",
+        token_logprobs: tuple[float, ...] = (),
     ) -> int:
         """Append one step below ``parent`` and return its id (unscored, not terminal)."""
-        return self.add_steps([parent], [step_text], [token_ids], [logprob], [finish])
+        return self.add_steps([parent], [step_text], [token_ids], [logprob], [finish], [token_logprobs])
 
     def add_steps(
         self,
@@ -107,17 +112,23 @@ class SearchTree:
         token_ids: list[tuple[int, ...]],
         logprobs: list[float],
         finishes: list[str],
+        token_logprobs: list[tuple[float, ...]] | None = None,
     ) -> int:
         """Append one step below each of ``parents`` at once (ids ``first .. first + k - 1`` in
         order) and return ``first``: the driver's hot path, one list extend per column for a whole
         round of a problem instead of one append per column and node. A parent may be a step
-        added earlier in the same call (``[p, first, first + 1]`` writes a chain below ``p``)."""
+        added earlier in the same call (``[p, first, first + 1]`` writes a chain below ``p``).
+        ``token_logprobs`` (one tuple per step, aligned with its token ids) defaults to none."""
         k = len(parents)
-        if not k == len(step_texts) == len(token_ids) == len(logprobs) == len(finishes):
+        if token_logprobs is None:
+            token_logprobs = [()] * k
+        if not (
+            k == len(step_texts) == len(token_ids) == len(logprobs) == len(finishes) == len(token_logprobs)
+        ):
             raise ValueError(
-                f"add_steps needs one step text, token_ids, logprob and finish per parent, got "
-                f"{k} parents, {len(step_texts)} texts, {len(token_ids)} token_ids, "
-                f"{len(logprobs)} logprobs, {len(finishes)} finishes"
+                f"add_steps needs one step text, token_ids, logprob, finish and token_logprobs per "
+                f"parent, got {k} parents, {len(step_texts)} texts, {len(token_ids)} token_ids, "
+                f"{len(logprobs)} logprobs, {len(finishes)} finishes, {len(token_logprobs)} token_logprobs"
             )
         size = len(self.parent)
         depth = self.depth
@@ -137,6 +148,7 @@ class SearchTree:
         self.step_text.extend(step_texts)
         self.token_ids.extend(ids if type(ids) is tuple else tuple(ids) for ids in token_ids)
         self.logprob.extend(map(float, logprobs))
+        self.token_logprobs.extend(lps if type(lps) is tuple else tuple(lps) for lps in token_logprobs)
         self.score.extend(nans)
         self.visits.extend([0] * k)
         self.value_sum.extend([0.0] * k)
@@ -219,7 +231,7 @@ class SearchTree:
 
     def column(self, name: str) -> np.ndarray:
         """A NumPy copy of one numeric or boolean column."""
-        if name not in _COLUMNS or name in ("step_text", "token_ids", "answer", "finish"):
+        if name not in _COLUMNS or name in _OBJECT_COLUMNS:
             raise KeyError(f"{name!r} is not a numeric column; numeric columns: {_numeric()}")
         return np.asarray(getattr(self, name))
 
@@ -231,6 +243,8 @@ class SearchTree:
             values = getattr(self, name)
             if name == "token_ids":
                 values = [list(ids) for ids in values]
+            elif name == "token_logprobs":
+                values = [[_encode_float(v) for v in lps] for lps in values]
             elif name in _FLOAT_COLUMNS:
                 values = [_encode_float(v) for v in values]
             columns[name] = list(values)
@@ -238,13 +252,19 @@ class SearchTree:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchTree:
-        """Rebuild a tree written by :meth:`to_dict`; the result compares equal to the original."""
+        """Rebuild a tree written by :meth:`to_dict`; the result compares equal to the original.
+        A dict written before trees kept per-token log-probabilities loads with none."""
         tree = cls(data["question"])
         tree.answer_groups = list(data["answer_groups"])
         for name in _COLUMNS:
-            values = data[name]
+            if name == "token_logprobs" and name not in data:
+                values = [()] * len(data["parent"])
+            else:
+                values = data[name]
             if name == "token_ids":
                 values = [tuple(ids) for ids in values]
+            elif name == "token_logprobs":
+                values = [tuple(_decode_float(v) for v in lps) for lps in values]
             elif name in _FLOAT_COLUMNS:
                 values = [_decode_float(v) for v in values]
             setattr(tree, name, list(values))
@@ -283,10 +303,12 @@ class SearchTree:
 
 
 _FLOAT_COLUMNS = frozenset(("logprob", "score", "value_sum", "path_min", "path_sum", "path_prod"))
+#: Columns of strings, tuples or None, which have no NumPy copy.
+_OBJECT_COLUMNS = frozenset(("step_text", "token_ids", "token_logprobs", "answer", "finish"))
 
 
 def _numeric() -> str:
-    return ", ".join(n for n in _COLUMNS if n not in ("step_text", "token_ids", "answer", "finish"))
+    return ", ".join(n for n in _COLUMNS if n not in _OBJECT_COLUMNS)
 
 
 def _encode_float(value: float) -> float | str:

@@ -11,7 +11,9 @@ Node attributes (:data:`NODE_ATTRIBUTES`; the node's key is its tree id):
     step_text: the step's text ("" for the root).
     token_count, token_ids: the policy's tokens for this step (a whole solution generated in one
         call has all of them on its last node).
-    logprob: the policy's summed log-probability of the step's tokens.
+    logprob: the policy's summed log-probability of the step's tokens (the tree's per-token
+        ``token_logprobs`` are left out of the graph: a float per token would dwarf the rest, and
+        :meth:`~prmsearch.SearchTree.to_dict` keeps them).
     score: the PRM's step score (NaN: not scored).
     path_min, path_mean, path_prod, path_last: the path's step scores aggregated by each of the
         four aggregations (:class:`prmsearch.Aggregation`), all of them, so that any strategy's

@@ -33,6 +33,22 @@ def teacher_forced_logprob(policy, prompt_ids, token_ids) -> float:
     return float(sum(logp[n - 1 + i, t] for i, t in enumerate(token_ids)))
 
 
+def teacher_forced_token_logprobs(policy, prompt_ids, token_ids) -> list[float]:
+    ids = torch.tensor([list(prompt_ids) + list(token_ids)])
+    with torch.no_grad():
+        logp = torch.log_softmax(policy.model(ids).logits[0].float(), dim=-1)
+    n = len(prompt_ids)
+    return [float(logp[n - 1 + i, t]) for i, t in enumerate(token_ids)]
+
+
+def assert_token_logprobs_add_up(sample):
+    """The per-token values line up with the ids and sum to the sample's logprob."""
+    assert isinstance(sample.token_logprobs, tuple)
+    assert len(sample.token_logprobs) == len(sample.token_ids)
+    assert all(isinstance(v, float) for v in sample.token_logprobs)
+    assert sum(sample.token_logprobs) == pytest.approx(sample.logprob, abs=1e-9)
+
+
 def test_n_samples_stop_at_delimiter(policy):
     gens = policy.generate([req(n=16, seed=1), req(steps=("12 + 30 = 42",), n=16, seed=2)])
     finishes = set()
@@ -71,6 +87,7 @@ def test_delimiter_as_one_token(policy):
     assert (out.text, out.finish, used) == ("ab", Finish.STEP, 3)
     assert decode(policy.tokenizer, out.token_ids) == "ab"
     assert out.logprob == pytest.approx(-1.0)  # the delimiter token is not charged
+    assert out.token_logprobs == (-0.5, -0.5)  # nor is its log-probability kept
 
 
 def test_delimiter_across_tokens(policy):
@@ -97,8 +114,10 @@ def test_eos_and_length(policy):
     eos = policy.tokenizer.eos_token
     out, _ = feed(policy, ["a", "b", eos])
     assert (out.text, out.finish, len(out.token_ids)) == ("ab", Finish.EOS, 2)
+    assert out.token_logprobs == (-0.5, -0.5)  # the EOS token's is dropped with it
     out, _ = feed(policy, ["a", "b", "c"], max_new=2)
     assert (out.text, out.finish) == ("ab", Finish.LENGTH)
+    assert out.token_logprobs == (-0.5, -0.5)
     out, _ = feed(policy, ["a", "ĊĊ", "c"], max_new=3, stop=False)
     assert (out.text, out.finish) == ("a\n\nc", Finish.LENGTH)
 
@@ -110,6 +129,17 @@ def test_logprobs_match_teacher_forcing(policy):
     for s in g.samples:
         assert s.logprob == pytest.approx(teacher_forced_logprob(policy, prompt, s.token_ids),
                                           abs=1e-4)
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_token_logprobs_align_with_the_ids_and_match_teacher_forcing(policy, stop):
+    r = req(steps=("12 + 30",), n=4, seed=5, stop=stop, max_new=20)
+    g = policy.generate([r])[0]
+    prompt = policy.prompt_ids(r.question, r.steps)
+    for s in g.samples:
+        assert_token_logprobs_add_up(s)
+        assert list(s.token_logprobs) == pytest.approx(
+            teacher_forced_token_logprobs(policy, prompt, s.token_ids), abs=1e-4)
 
 
 def test_greedy_is_argmax_and_identical(policy):

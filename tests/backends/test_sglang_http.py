@@ -189,6 +189,9 @@ def _assert_in_order(gens, seeds: list[int], n: int) -> None:
     for gen, seed in zip(gens, seeds, strict=True):
         assert [s.text for s in gen.samples] == [f"value {seed + k}" for k in range(n)]
         assert all(s.finish is Finish.STEP for s in gen.samples)
+        # one -0.25 per kept token (the delimiter's dropped), summing to the sample's logprob
+        assert all(s.token_logprobs == (-0.25,) * len(s.token_ids) for s in gen.samples)
+        assert all(sum(s.token_logprobs) == s.logprob and s.token_ids for s in gen.samples)
         assert gen.prompt_tokens_cached == CACHED
 
 

@@ -8,7 +8,9 @@ It answers the plain arithmetic-style prompt ``question\\n\\n step\\n\\n ...`` w
   ``hang_s`` before answering), ``"one_choice"`` (ignores ``n``);
 * prompts containing ``POISON`` always get HTTP 500 (a per-problem failure);
 * ``delay_s``: every answer waits that long; ``most_in_flight`` and ``connections`` record how
-  many requests were served at once and over how many client connections.
+  many requests were served at once and over how many client connections;
+* ``tokenize``: how a completion's text is split into its logprob tokens (by default at spaces,
+  each at -0.1; given a function, its pieces, at -0.1, -0.2, -0.3, -0.1, ...).
 
 ``POST .../pooling`` answers like a vLLM pooling server running a ``qwen-prm`` PRM with
 ``task: "token_classify"``: one row ``[1 - p, p]`` per ``step_tag_id`` token of every input id
@@ -25,6 +27,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -37,6 +40,7 @@ class FaultServer:
         self.step_tag_id = 159  # <extra_0> in the shipped arithmetic tokenizer
         self.poison_token: int | None = None
         self.delay_s = 0.0  # every answer waits this long (so that requests overlap)
+        self.tokenize: Callable[[str], list[str]] | None = None  # None: split at spaces
         self.in_flight = self.most_in_flight = 0
         self.connections: set[tuple[str, int]] = set()  # client (host, port) pairs seen
         self.open_sockets: set[Any] = set()  # kept-alive connections, cut when the server closes
@@ -101,6 +105,7 @@ class FaultServer:
             self.mode, self.fail_first = mode, fail_first
             self.poison_token = None
             self.delay_s, self.most_in_flight = 0.0, 0
+            self.tokenize = None
             self.connections.clear()
             self.requests.clear()
             self.headers.clear()
@@ -127,15 +132,18 @@ class FaultServer:
                 text, reason = f"so the answer is \\boxed{{{7 + k % 2}}}", "stop"
             else:
                 text, reason = f"step {depth} variant {k}", "stop"
-            tokens = text.split(" ")
+            if self.tokenize is None:
+                tokens, gap, logprobs = text.split(" "), 1, [-0.1] * len(text.split(" "))
+            else:
+                tokens, gap = self.tokenize(text), 0
+                logprobs = [-0.1 * (1 + i % 3) for i in range(len(tokens))]
             offsets, pos = [], 0
             for t in tokens:
                 offsets.append(pos)
-                pos += len(t) + 1
+                pos += len(t) + gap
             choices.append({
                 "index": k, "text": text, "finish_reason": reason, "stop_reason": "\n\n",
-                "logprobs": {"tokens": tokens, "token_logprobs": [-0.1] * len(tokens),
-                             "text_offset": offsets},
+                "logprobs": {"tokens": tokens, "token_logprobs": logprobs, "text_offset": offsets},
             })
         prompt_tokens = len(prompt.split())
         return {"choices": choices, "usage": {"prompt_tokens": prompt_tokens,

@@ -56,6 +56,9 @@ def test_step_logprob_is_the_models_and_stops_at_the_delimiter(vllm_policy, hf_p
             assert hf_policy.tokenizer.decode(list(s.token_ids)) == s.text  # delimiter token not kept
             lp = _teacher_forced(hf_policy, hf_policy.prompt_ids(req.question, []), list(s.token_ids))
             assert s.logprob == pytest.approx(float(lp.sum()), abs=1e-4)
+            assert len(s.token_logprobs) == len(s.token_ids)  # one per kept token, delimiter's dropped
+            assert sum(s.token_logprobs) == pytest.approx(s.logprob, abs=1e-9)
+            np.testing.assert_allclose(s.token_logprobs, lp, atol=1e-4)
 
 
 def test_greedy_step_equals_transformers(vllm_policy, hf_policy, questions):
@@ -86,6 +89,8 @@ def test_whole_solution_runs_to_eos_and_length_limit(vllm_policy, questions):
     s = gen.samples[0]
     assert s.finish is Finish.EOS and "\n\n" in s.text and "boxed" in s.text
     assert "<|im_end|>" not in s.text
+    assert len(s.token_logprobs) == len(s.token_ids)  # the EOS token's value is dropped with it
+    assert sum(s.token_logprobs) == pytest.approx(s.logprob, abs=1e-9)
     short = SamplingParams(temperature=0.0, max_new_tokens=3)
     s = vllm_policy.generate([GenerationRequest(questions[0], (), n=1, sampling=short, seed=0)])[0].samples[0]
     assert s.finish is Finish.LENGTH and len(s.token_ids) == 3

@@ -33,6 +33,9 @@ def test_greedy_step_equals_transformers(server, policy_dir, hf_policy, question
         assert a.samples[0].text == b.samples[0].text
         assert a.samples[0].finish is Finish.STEP
         assert a.samples[0].logprob == pytest.approx(b.samples[0].logprob, abs=1e-4)
+        assert len(a.samples[0].token_logprobs) == len(a.samples[0].token_ids)
+        assert sum(a.samples[0].token_logprobs) == pytest.approx(a.samples[0].logprob, abs=1e-9)
+        assert a.samples[0].token_logprobs == pytest.approx(b.samples[0].token_logprobs, abs=1e-4)
         prompt = hf_policy.prompt_ids(req.question, [])
         assert a.prompt_tokens_computed + a.prompt_tokens_cached == len(prompt)
 
@@ -44,6 +47,9 @@ def test_split_n_gives_the_same_samples_as_native_n(server, policy_dir, question
     split = _policy(server, policy_dir, n_mode="split").generate([req])[0]
     assert [s.token_ids for s in native.samples] == [s.token_ids for s in split.samples]
     assert all(s.finish in (Finish.EOS, Finish.LENGTH) for s in native.samples)
+    for s in native.samples:  # whole solutions: one value per kept token, summing to the logprob
+        assert len(s.token_logprobs) == len(s.token_ids) > 0
+        assert sum(s.token_logprobs) == pytest.approx(s.logprob, abs=1e-9)
 
 
 def test_beam_search_through_the_server(server, policy_dir, hf_prm, questions):

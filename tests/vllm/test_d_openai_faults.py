@@ -59,6 +59,23 @@ def test_generates_steps_with_usage_counts(fault):
     assert body["n"] == 3 and body["stop"] == ["\n\n"] and body["seed"] == 5 and body["logprobs"] == 0
 
 
+def test_token_logprobs_without_token_ids_are_kept_only_when_they_line_up(fault, policy_dir):
+    fault.reset()
+    gen = _policy(fault).generate([_req(2)])[0]  # no tokenizer: no ids to align them with
+    assert all(s.token_ids == () and s.token_logprobs == () for s in gen.samples)
+    policy = _policy(fault, tokenizer=str(policy_dir))
+    gen = policy.generate([_req(2)])[0]  # the server's 4 words against the tokenizer's 15 tokens
+    assert all(len(s.token_ids) == 15 and s.token_logprobs == () for s in gen.samples)
+    tok = policy.tokenizer
+    fault.tokenize = lambda text: [tok.decode([i]) for i in tok(text, add_special_tokens=False)["input_ids"]]
+    gen = policy.generate([_req(2)])[0]  # the server's tokens are the tokenizer's: one value each
+    for s in gen.samples:
+        assert len(s.token_logprobs) == len(s.token_ids) == 15
+        assert s.token_logprobs[:4] == pytest.approx((-0.1, -0.2, -0.3, -0.1))
+        assert sum(s.token_logprobs) == pytest.approx(s.logprob, abs=1e-12)
+    fault.reset()
+
+
 def test_500_is_retried_then_succeeds(fault):
     fault.reset(fail_first=2)
     gen = _policy(fault).generate([_req()])[0]

@@ -84,5 +84,6 @@ def test_native_http_generate(fake_sglang, policy_dir, hf_policy, questions):
         for s in gen.samples:
             assert (s.text, s.finish) == ("12 * 2 = 24", Finish.STEP)
             assert len(s.token_ids) == step_len and s.logprob == pytest.approx(-0.5 * step_len)
+            assert s.token_logprobs == (-0.5,) * step_len  # the delimiter's value dropped with it
         assert gen.prompt_tokens_cached == 16
         assert gen.prompt_tokens_computed == len(hf_policy.prompt_ids(req.question, [])) - 16

@@ -94,12 +94,24 @@ class StepOutput:
             backend can separate them.
         logprob: the summed log-probability of ``token_ids`` under the sampling policy.
         finish: why the sample stopped.
+        token_logprobs: the log-probability of each token of ``token_ids``, aligned with it, so
+            that they sum to ``logprob``; empty when the backend cannot give them. Confidence
+            measures over windows of tokens (``confidence_vote``) read them.
     """
 
     text: str
     token_ids: tuple[int, ...]
     logprob: float
     finish: Finish
+    token_logprobs: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        # O(1) on purpose (samples are built in the decode loop): the sum is left to the builders
+        if self.token_logprobs and len(self.token_logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"token_logprobs must hold one value per token of token_ids or none, got "
+                f"{len(self.token_logprobs)} for {len(self.token_ids)} tokens"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,20 +401,24 @@ class HFPolicy:
         sp = req.sampling
         if tok in self.eos_ids:
             ids = row.ids[:-1]
-            return StepOutput(decode(self.tokenizer, ids), tuple(ids), float(sum(row.logprobs[:-1])),
-                              Finish.EOS)
+            return _output(decode(self.tokenizer, ids), ids, row.logprobs[:-1], Finish.EOS)
         if req.stop_at_step and self._watch.may_complete(sp.delimiter)[tok]:
             text = decode(self.tokenizer, row.ids)
             end = find_step_end(text, sp.delimiter)
             if end >= 0:
                 cut = cut_at(self.tokenizer, row.ids, end, text)
-                ids = row.ids[: cut.n_tokens]
-                return StepOutput(cut.text, tuple(ids), float(sum(row.logprobs[: cut.n_tokens])),
-                                  Finish.STEP)
+                n = cut.n_tokens
+                return _output(cut.text, row.ids[:n], row.logprobs[:n], Finish.STEP)
         if len(row.ids) >= limit:
-            return StepOutput(decode(self.tokenizer, row.ids), tuple(row.ids),
-                              float(sum(row.logprobs)), Finish.LENGTH)
+            return _output(decode(self.tokenizer, row.ids), row.ids, row.logprobs, Finish.LENGTH)
         return None
+
+
+def _output(text: str, ids: list[int], logprobs: list[float], finish: Finish) -> StepOutput:
+    """A finished sample from its kept ids and their per-token log-probabilities (aligned), whose
+    sum is the sample's ``logprob``."""
+    lps = tuple(float(lp) for lp in logprobs)
+    return StepOutput(text, tuple(ids), float(sum(lps)), finish, lps)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

@@ -24,7 +24,8 @@ What servers differ in, and what this backend does about it:
   ``return_token_ids`` and raw special tokens, and each sample is cut exactly like the other
   backends (:func:`~prmsearch.policies.vllm_output.step_output`). On other servers the returned
   text is the step, its logprob sums the token logprobs whose text offset lies inside the text,
-  and token ids come from the local tokenizer (empty without one).
+  and token ids come from the local tokenizer (empty without one); the per-token logprobs are
+  kept only when they are as many as those ids (the server's tokens may differ).
 * finish reasons: ``length`` is LENGTH; ``stop`` is STEP when the stop reason is the delimiter
   (vLLM reports it), EOS when it is a token id; a server that does not say is read as STEP for
   step requests (ending a path early is the costlier mistake) and EOS for whole solutions.
@@ -341,14 +342,17 @@ class OpenAIPolicy:
         offsets = lp.get("text_offset") or []
         if offsets and len(offsets) == len(token_lps):
             start = offsets[0]
-            logprob = sum(float(v) for v, o in zip(token_lps, offsets)
-                          if v is not None and o - start < len(text))
+            kept = [v for v, o in zip(token_lps, offsets) if o - start < len(text)]
         else:
-            logprob = sum(float(v) for v in token_lps if v is not None)
+            kept = list(token_lps)
+        values = tuple(float(v) for v in kept if v is not None)
         token_ids: tuple[int, ...] = ()
         if self.tokenizer is not None:
             token_ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return StepOutput(text, token_ids, logprob, _finish(choice, p.request.stop_at_step, sp.delimiter))
+        # per-token values only when they line up with the (re-tokenised) ids, one for one
+        aligned = values if len(values) == len(kept) == len(token_ids) else ()
+        finish = _finish(choice, p.request.stop_at_step, sp.delimiter)
+        return StepOutput(text, token_ids, sum(values), finish, aligned)
 
 
 def _finish(choice: dict[str, Any], stop_at_step: bool, delimiter: str) -> Finish:

@@ -5,6 +5,7 @@ counts), only without a model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,12 +40,21 @@ def word_tokens(text: str) -> tuple[int, ...]:
     return tuple(len(word) for word in text.split())
 
 
+def spread_logprob(text: str, logprob: float) -> tuple[float, ...]:
+    """Per-token log-probabilities for :func:`word_tokens`: ``logprob`` shared evenly by the
+    words, so that they sum to it (empty for a text without words)."""
+    count = len(text.split())
+    return (logprob / count,) * count if count else ()
+
+
 class ScriptedPolicy:
     """Replays a step tree given as ``{steps_so_far: [next step, ...]}`` or as a function.
 
     Sample ``i`` of a request takes continuation ``(offset + i) % k`` of the ``k`` scripted ones,
     where ``offset`` is 0, or ``seed % k`` with ``vary_with_seed=True``. A function script is
-    called as ``script(question, steps, sample_index, seed)``.
+    called as ``script(question, steps, sample_index, seed)``. With ``token_logprobs=True`` every
+    sample also carries per-token log-probabilities: each step's ``logprob`` spread evenly over its
+    words (:func:`spread_logprob`), so a whole solution's vary from step to step.
     """
 
     def __init__(
@@ -53,10 +63,12 @@ class ScriptedPolicy:
         *,
         num_parameters: int = 1_000_000,
         vary_with_seed: bool = False,
+        token_logprobs: bool = False,
     ) -> None:
         self.script = script
         self._num_parameters = num_parameters
         self.vary_with_seed = vary_with_seed
+        self.token_logprobs = token_logprobs
         self.calls: list[int] = []
 
     @property
@@ -83,8 +95,9 @@ class ScriptedPolicy:
             for i in range(request.n):
                 if request.stop_at_step:
                     step = self._next(request.question, request.steps, i, seed)
+                    lps = spread_logprob(step.text, step.logprob) if self.token_logprobs else ()
                     samples.append(
-                        StepOutput(step.text, word_tokens(step.text), step.logprob, step.resolved_finish)
+                        StepOutput(step.text, word_tokens(step.text), step.logprob, step.resolved_finish, lps)
                     )
                 else:
                     samples.append(self._whole_solution(request, i, seed))
@@ -96,12 +109,19 @@ class ScriptedPolicy:
         steps = request.steps
         texts: list[str] = []
         logprob = 0.0
+        lps: list[float] = []
         finish = Finish.STEP
         while finish is Finish.STEP and len(texts) < 1000:
             step = self._next(request.question, steps, index, seed)
             texts.append(step.text)
             logprob += step.logprob
+            lps.extend(spread_logprob(step.text, step.logprob))
             finish = step.resolved_finish
             steps = (*steps, step.text)
         text = request.sampling.delimiter.join(texts)
-        return StepOutput(text, word_tokens(text), logprob, finish)
+        ids = word_tokens(text)
+        # none when they do not line up: a delimiter that is not whitespace glues the words of two
+        # steps, and a step without words holds its logprob on no token
+        whole = len(lps) == len(ids) and math.isclose(sum(lps), logprob, rel_tol=1e-9, abs_tol=1e-9)
+        aligned = tuple(lps) if self.token_logprobs and whole else ()
+        return StepOutput(text, ids, logprob, finish, aligned)

@@ -5,7 +5,7 @@ as the transformers backend does: the generated ids are decoded, the step ends a
 delimiter after non-blank text (:func:`~prmsearch.policies.stopping.find_step_end`) and keeps
 the fewest tokens covering its text (:func:`~prmsearch.policies.stopping.cut_at`); a trailing
 EOS token is dropped. Those tokens are still generated (and charged), but they are not part of
-``token_ids`` or ``logprob``.
+``token_ids``, ``token_logprobs`` or ``logprob``.
 """
 
 from __future__ import annotations
@@ -42,19 +42,26 @@ def step_output(
     ids = list(ids)
     if len(logprobs) != len(ids):
         raise ValueError(f"got {len(logprobs)} logprobs for {len(ids)} tokens")
+    lps = tuple(float(lp) for lp in logprobs)
     if stopped and ids and ids[-1] in eos_ids:
         body = ids[:-1]
         text = decode(tokenizer, body)
         if not stop_at_step or find_step_end(text, delimiter) < 0:
-            return StepOutput(text, tuple(body), float(sum(logprobs[:-1])), Finish.EOS)
+            return _kept(text, body, lps[:-1], Finish.EOS)
     text = decode(tokenizer, ids)
     if stop_at_step:
         end = find_step_end(text, delimiter)
         if end >= 0:
             n = cut_at(tokenizer, ids, end, text).n_tokens
-            return StepOutput(text[:end], tuple(ids[:n]), float(sum(logprobs[:n])), Finish.STEP)
+            return _kept(text[:end], ids[:n], lps[:n], Finish.STEP)
     finish = Finish.EOS if stopped else Finish.LENGTH
-    return StepOutput(text, tuple(ids), float(sum(logprobs)), finish)
+    return _kept(text, ids, lps, finish)
+
+
+def _kept(text: str, ids: list[int], logprobs: tuple[float, ...], finish: Finish) -> StepOutput:
+    """The sample made of the kept tokens: their per-token log-probabilities travel with them and
+    their sum is the sample's ``logprob``."""
+    return StepOutput(text, tuple(ids), float(sum(logprobs)), finish, logprobs)
 
 
 def is_blank_step(tokenizer: Any, ids: Sequence[int], delimiter: str) -> bool:

@@ -767,6 +767,7 @@ class Driver:
             [sample.token_ids for sample in sample_list],
             [sample.logprob for sample in sample_list],
             [sample.finish.value for sample in sample_list],
+            [sample.token_logprobs for sample in sample_list],
         )
         depth, max_depth, step = tree.depth, cfg.max_depth, Finish.STEP
         for child, sample, text in zip(range(first, first + len(parents)), sample_list, texts):
@@ -795,7 +796,7 @@ class Driver:
 
     def _add_chain(self, job: _Job, node: int, sample, delimiter: str) -> tuple[int, int]:
         """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
-        the sample's tokens, log-probability and finish sit on the chain's last node."""
+        the sample's tokens, their log-probabilities and its finish sit on the chain's last node."""
         tree = job.tree
         pieces = [p for p in sample.text.split(delimiter) if p.strip()] or [""]
         inner = len(pieces) - 1
@@ -806,6 +807,7 @@ class Driver:
             [*([()] * inner), sample.token_ids],
             [*([0.0] * inner), sample.logprob],
             [*([Finish.STEP.value] * inner), sample.finish.value],
+            [*([()] * inner), sample.token_logprobs],
         )
         last = first + inner
         self._classify(job, last, sample.finish, whole_solution=True)

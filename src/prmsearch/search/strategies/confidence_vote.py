@@ -6,19 +6,24 @@ was unsure somewhere along the way is more often wrong, so DeepConf ranks sample
 most confident ones before a majority vote or weights every vote by its confidence. It runs
 online, too: sample, and stop once the vote of the confident traces reaches a consensus.
 
-This version works at step granularity. The tree stores each step's summed log-probability and
-its tokens, not the per-token values, so a step is the group: a step's confidence is its mean
-token log-probability, and a trace's is the lowest over the steps of its path (steps without
-tokens carry no evidence and are skipped). A whole-solution sample keeps all its tokens on the
-chain's last node, so its confidence is the mean token log-probability of the whole solution.
-DeepConf's token confidence is the negative mean of the top-k log-probabilities; the sampled
-token's log-probability is what every backend here returns. No PRM is ever called.
+A trace's confidence here is DeepConf's lowest group confidence: the token log-probabilities of
+its path (each step's ``token_logprobs``, root first) are averaged over every window of
+``window`` consecutive tokens, and the lowest window mean is the trace's (higher is more
+confident; a trace shorter than the window is one group, its overall mean). DeepConf's token
+confidence is the negative mean of the top-k candidates' log-probabilities; every backend here
+returns only the sampled token's log-probability, so that is the token's value.
+
+When a step of the path holds tokens but no per-token values (a backend that cannot give them,
+such as the scripted test policy by default) the trace falls back to step granularity: a step's
+confidence is its mean token log-probability and the trace's the lowest over its steps (steps
+without tokens carry no evidence and are skipped). No PRM is ever called.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +40,10 @@ from prmsearch.search.strategies.stopping import (
 )
 from prmsearch.tree import NO_GROUP, ROOT, SearchTree
 
+#: Tokens per confidence group by default: whole solutions of the embedded arithmetic model are
+#: 30-100 tokens long (DeepConf uses 2048 for long reasoning traces).
+DEFAULT_WINDOW = 16
+
 
 class ConfidenceMode(str, enum.Enum):
     """How confidence enters the vote: keep only the most confident traces, or weight every vote."""
@@ -45,13 +54,13 @@ class ConfidenceMode(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ConfidenceVoteConfig(SearchConfig):
-    """Confidence-filtered or confidence-weighted voting (DeepConf, step-level).
+    """Confidence-filtered or confidence-weighted voting (DeepConf's lowest group confidence).
 
     Attributes:
         n: the most whole solutions sampled.
         mode: ``filter``: majority vote among the ``keep`` most confident answered traces;
             ``weight``: every answered trace votes with weight ``exp(confidence)``, the geometric
-            mean token probability of its least confident step.
+            mean token probability of its least confident window of tokens.
         keep: the fraction of answered traces that vote in ``filter`` mode (at least one).
         rule: when sampling stops: ``beta`` (the Beta rule of Aggarwal et al., 2023, on the
             confident vote), ``majority`` (the leader's share, DeepConf's consensus test) or
@@ -59,6 +68,9 @@ class ConfidenceVoteConfig(SearchConfig):
         threshold: ``beta``: posterior probability; ``majority``: the leader's vote share.
         first: samples in the first round (at most ``n``).
         growth: the running total of samples is multiplied by ``growth`` after each round.
+        window: tokens per confidence group: a trace's confidence is its lowest mean token
+            log-probability over ``window`` consecutive tokens. Small by default because the
+            embedded model's solutions are short; raise it (DeepConf: 2048) for long traces.
         aggregation, selection: unused (no PRM; ``mode`` decides the vote).
     """
 
@@ -68,6 +80,7 @@ class ConfidenceVoteConfig(SearchConfig):
     threshold: float = 0.95
     first: int = 4
     growth: float = 2.0
+    window: int = DEFAULT_WINDOW
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +89,10 @@ class ConfidenceVoteConfig(SearchConfig):
         if isinstance(self.keep, bool) or not isinstance(self.keep, (int, float)) or not 0 < self.keep <= 1:
             raise ValueError(
                 f"keep must be a fraction in (0, 1] (0.5 keeps the more confident half), got {self.keep!r}"
+            )
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(
+                f"window must be an int >= 1 (tokens per confidence group), got {self.window!r}"
             )
         validate_vote_stop(self.rule, self.threshold, self.first, self.growth)
 
@@ -97,8 +114,38 @@ def step_confidence(tree: SearchTree, node: int) -> float:
     return tree.logprob[node] / tokens if tokens else math.nan
 
 
-def trace_confidence(tree: SearchTree, node: int) -> float:
-    """The lowest step confidence on the path to ``node`` (``-inf`` when no step holds tokens)."""
+def path_token_logprobs(tree: SearchTree, node: int) -> list[float] | None:
+    """The token log-probabilities along the path to ``node``, root first; None when a step holds
+    tokens without them (the policy gave none), so that the caller can fall back."""
+    values: list[float] = []
+    for step in tree.path(node):
+        lps = tree.token_logprobs[step]
+        if len(lps) != len(tree.token_ids[step]):
+            return None
+        values.extend(lps)
+    return values
+
+
+def group_confidence(logprobs: Sequence[float], window: int) -> float:
+    """The lowest mean over every ``window`` consecutive values (DeepConf's lowest group
+    confidence); fewer values than ``window`` make one group, their mean. ``-inf`` when empty."""
+    if not logprobs:
+        return -math.inf
+    values = np.asarray(logprobs, dtype=np.float64)
+    if np.isneginf(values).any():  # every window over it is -inf; cumulative sums would give NaN
+        return -math.inf
+    size = min(window, len(values))
+    sums = np.concatenate(([0.0], np.cumsum(values)))
+    return float(np.min(sums[size:] - sums[:-size]) / size)
+
+
+def trace_confidence(tree: SearchTree, node: int, window: int = DEFAULT_WINDOW) -> float:
+    """The confidence of the path to ``node``: its lowest group confidence over windows of
+    ``window`` tokens; the lowest step confidence when a step lacks per-token values (``-inf``
+    when no step holds tokens)."""
+    logprobs = path_token_logprobs(tree, node)
+    if logprobs is not None:
+        return group_confidence(logprobs, window)
     values = [c for c in (step_confidence(tree, s) for s in tree.path(node)) if not math.isnan(c)]
     return min(values) if values else -math.inf
 
@@ -108,7 +155,7 @@ def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConf
     mode the ``keep`` most confident answered traces (ties: the earlier sample), in ``weight`` mode
     every answered trace. Empty when no trace has an answer."""
     answered = [node for node in leaves if tree.answer_group[node] != NO_GROUP]
-    confidence = {node: trace_confidence(tree, node) for node in answered}
+    confidence = {node: trace_confidence(tree, node, cfg.window) for node in answered}
     if cfg.mode is ConfidenceMode.FILTER:
         ranked = sorted(answered, key=lambda node: (-confidence[node], node))
         answered = sorted(ranked[: max(1, math.ceil(cfg.keep * len(ranked)))]) if ranked else []
@@ -131,7 +178,7 @@ def confidence_vote(tree: SearchTree, cfg: ConfidenceVoteConfig, rng: np.random.
             break
     votes = confident_votes(tree, leaves, cfg)
     if not votes:  # no trace has an answer: return the most confident one
-        best = max(leaves, key=lambda node: (trace_confidence(tree, node), -node))
+        best = max(leaves, key=lambda node: (trace_confidence(tree, node, cfg.window), -node))
         return Choice(best, tuple(leaves))
     selection = Selection.WEIGHTED if cfg.mode is ConfidenceMode.WEIGHT else Selection.MAJORITY
     voters = tuple(v.order for v in votes)
@@ -142,5 +189,5 @@ register_strategy(
     "confidence_vote",
     ConfidenceVoteConfig,
     confidence_vote,
-    "whole solutions voted by the policy's own confidence, no PRM (DeepConf, step-level)",
+    "whole solutions voted by the policy's own token confidence, no PRM (DeepConf)",
 )

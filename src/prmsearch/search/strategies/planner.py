@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.search.aggregation import parse_enum
+from prmsearch.search.aggregation import Aggregation, parse_enum
 from prmsearch.search.plan import DEFAULT_PLAN, Plan, PlanArm, leader_mass
 from prmsearch.search.protocol import (
     Choice,
@@ -71,20 +71,20 @@ class PlannerConfig(SearchConfig):
         plan: the :class:`~prmsearch.search.plan.Plan`, or its JSON data (a mapping), validated
             here; None: the rough default :data:`~prmsearch.search.plan.DEFAULT_PLAN`. The command
             line reads a plan file (``-o planner.plan=PLAN.json``) before it gets here.
-        aggregation: must equal the plan's (its bins were fitted with it); also the path score
-            of the final selection.
-        selection: the pick among the probe samples when the arm's budget is 0, and among probe
-            and delegate candidates with ``final="vote"``; PRM-weighted voting by default.
+        aggregation: None (default): the plan's, the one its difficulty bins were fitted with;
+            given, it must equal the plan's. Also the path score of the final selection.
+        selection: the pick among a probe of ``k`` samples when the arm's budget is 0, and among
+            probe and delegate candidates with ``final="vote"``; PRM-weighted voting by default.
         final: ``delegate`` (the delegated strategy's own choice) or ``vote`` (``selection`` over
-            the probe samples and the delegate's candidates).
+            the probe's candidates and the delegate's).
     """
 
     plan: Plan | Mapping[str, Any] | None = None
+    aggregation: Aggregation | None = None  # type: ignore[assignment]  # None: the plan's
     selection: Selection = Selection.WEIGHTED
     final: FinalPick = FinalPick.DELEGATE
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         plan = DEFAULT_PLAN if self.plan is None else self.plan
         if not isinstance(plan, Plan):
             if not isinstance(plan, Mapping):
@@ -94,11 +94,14 @@ class PlannerConfig(SearchConfig):
                 )
             plan = Plan.from_dict(plan)
         object.__setattr__(self, "plan", plan)
+        if self.aggregation is None:
+            object.__setattr__(self, "aggregation", plan.aggregation)
+        super().__post_init__()
         object.__setattr__(self, "final", parse_enum(FinalPick, self.final, "final"))
         if self.aggregation is not plan.aggregation:
             raise ValueError(
                 f"aggregation must be the plan's ({plan.aggregation.value}), the one its difficulty "
-                f"bins were fitted with, got {self.aggregation.value}"
+                f"bins were fitted with, got {self.aggregation.value}; leave it out to use the plan's"
             )
         plan.level(self.n)  # n must be one of its levels
 
