@@ -137,9 +137,14 @@ def test_the_default_plan_runs_without_fitting_and_conforms():
         result, _ = run_one(*backends(), make_strategy("planner", n=n), question="hard one")
         assert result.error is None and result.answer is not None
     # the kit's budget rule (at most n per round, n x depth in all) holds where no arm exceeds the
-    # level, as at the default level 16; at level 8 the default plan gives hard problems beam@16
-    check_strategy("planner")
-    check_strategy("planner", final="vote")
+    # level, as at the default level 4 (the probe alone); at levels 8 and 16 the default plan gives
+    # hard problems beam@16 and particle_filter@32 by design (a level is a mean, not a cap)
+    check_strategy("planner", n=4)
+    check_strategy("planner", n=4, final="vote")
+    within = {"probe": {"strategy": "beam", "budget": 4}, "edges": [0.5],
+              "levels": [{"n": 16, "arms": [{"strategy": "particle_filter", "budget": 8},
+                                            {"strategy": "probe", "budget": 0}]}]}
+    check_strategy("planner", plan=within)
 
 
 def test_same_seed_same_search():
@@ -223,7 +228,7 @@ def test_the_planner_takes_the_plans_aggregation_unless_told():
     assert planner(plan=plan, aggregation="last").config.aggregation.value == "last"
     with pytest.raises(ValueError, match=r"aggregation must be the plan's \(last\).*leave it out"):
         planner(plan=plan, aggregation="min")
-    assert planner().config.aggregation.value == "min"  # the default plan's
+    assert planner().config.aggregation.value == "last"  # the default plan's (particle filtering's)
 
 
 def test_config_errors_name_the_option():

@@ -63,8 +63,11 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
         if not spread:
             raise ValueError(f"no {args.strategy} rows with a ledger in {', '.join(args.folders)}")
         summary = summarize(rows.values(), "", len({row["qid"] for row in rows.values()}))
+        strategies = {row["strategy"] for row in rows.values()}
+        # the reference's table only when its runs are in the folders (a seed-only rerun of the
+        # planner and the searches may leave it out); the planner's own always
         tables = [(ref, equal_compute(summary, reference=ref)) for ref in dict.fromkeys(
-            (args.reference, args.strategy))]
+            (args.reference, args.strategy)) if ref in strategies]
     except input_errors() as exc:
         return fail("plan report", exc)
     if args.json:
