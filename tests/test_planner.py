@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 from helpers import run_one
 
+from prmsearch.benchmarks.plan_cv import cross_validate, replay_plan
 from prmsearch.benchmarks.planning import (
     FitConfig,
     choose_arms,
     fit_folder,
     load_plan,
     quantile_edges,
+    read_run,
 )
 from prmsearch.cli import main
 from prmsearch.conformance import check_strategy
@@ -136,15 +138,14 @@ def test_the_default_plan_runs_without_fitting_and_conforms():
     for n in (4, 8, 16):
         result, _ = run_one(*backends(), make_strategy("planner", n=n), question="hard one")
         assert result.error is None and result.answer is not None
-    # the kit's budget rule (at most n per round, n x depth in all) holds where no arm exceeds the
-    # level, as at the default level 4 (the probe alone); at levels 8 and 16 the default plan gives
-    # hard problems beam@16 and particle_filter@32 by design (a level is a mean, not a cap)
-    check_strategy("planner", n=4)
-    check_strategy("planner", n=4, final="vote")
+    # the kit's budget rule (at most n per round, n x depth in all) holds where the probe and the
+    # arm together stay within the level; the default plan gives its hardest bin more (beam@4 and
+    # then particle_filter@4, beam@16 or particle_filter@32) by design: a level is a mean, not a cap
     within = {"probe": {"strategy": "beam", "budget": 4}, "edges": [0.5],
               "levels": [{"n": 16, "arms": [{"strategy": "particle_filter", "budget": 8},
                                             {"strategy": "probe", "budget": 0}]}]}
     check_strategy("planner", plan=within)
+    check_strategy("planner", plan=within, final="vote")
 
 
 def test_same_seed_same_search():
@@ -228,7 +229,7 @@ def test_the_planner_takes_the_plans_aggregation_unless_told():
     assert planner(plan=plan, aggregation="last").config.aggregation.value == "last"
     with pytest.raises(ValueError, match=r"aggregation must be the plan's \(last\).*leave it out"):
         planner(plan=plan, aggregation="min")
-    assert planner().config.aggregation.value == "last"  # the default plan's (particle filtering's)
+    assert planner().config.aggregation.value == "min"  # the default plan's (beam's)
 
 
 def test_config_errors_name_the_option():
@@ -320,6 +321,42 @@ def test_fit_with_a_search_probe_adds_every_arm_to_the_probes_cost(tmp_path):
     assert again == plan and again.probe_text == "beam n=4, width=4"
     with pytest.raises(ValueError, match="probe_strategy 'planner' cannot probe"):
         FitConfig(probe_strategy="planner")
+
+
+def test_replay_charges_a_plan_as_the_fit_does(tmp_path):
+    write_folder(tmp_path / "val")
+    runs = [read_run(tmp_path / "val")]
+    plan = Plan.from_dict({"probe": {"strategy": "beam", "budget": 4}, "edges": [0.6],
+                           "levels": [{"n": 16, "arms": [{"strategy": "beam", "budget": 16},
+                                                         {"strategy": "probe", "budget": 0}]}]})
+    # q1-q3 hard: beam@4 (6) then beam@16 (20), right on q1, q2; q4-q6 easy: beam@4 alone, all right
+    accuracy, flops = replay_plan(plan, runs, ["q1", "q2", "q3", "q4", "q5", "q6"], ("beam", 4), 16, 0)
+    assert accuracy == pytest.approx(5 / 6) and flops == pytest.approx((3 * 26 + 3 * 6) / 6)
+    # after a probe of samples a sampling arm extends it: its own FLOPs only
+    plan = Plan.from_dict({"probe": 4, "edges": [0.6], "levels": [
+        {"n": 16, "arms": [{"strategy": "best_of_n", "budget": 16}, {"strategy": "probe", "budget": 0}]}]})
+    _, flops = replay_plan(plan, runs, ["q1"], ("weighted_vote", 4), 16, 0)
+    assert flops == 16
+
+
+def test_cross_validation_judges_each_setting_on_held_out_problems(tmp_path, capsys):
+    write_folder(tmp_path / "val")
+    runs = [read_run(tmp_path / "val")]
+    results = cross_validate(runs, FitConfig(levels=(4, 16)), [("weighted_vote", 4), ("beam", 4)], [1, 2])
+    assert [(r.probe, r.bins, r.level) for r in results] == [
+        (p, b, n) for p in ("weighted_vote@4", "beam@4") for b in (1, 2) for n in (4, 16)]
+    assert all(0 <= r.accuracy <= 1 and r.flops > 0 for r in results)
+    with pytest.raises(ValueError, match="folds must be an int >= 2"):
+        cross_validate(runs, FitConfig(), [("beam", 4)], [2], folds=1)
+    with pytest.raises(ValueError, match="6 problems are too few for 4 folds"):
+        cross_validate(runs, FitConfig(), [("beam", 4)], [2], folds=4)
+    assert main(["plan", "cv", str(tmp_path / "val"), "--probes", "weighted_vote@4,beam@4", "--bins", "1,2",
+                 "--levels", "4,16"]) == 0
+    out = capsys.readouterr().out
+    assert "| beam@4 | 2 |" in out and "Best setting: probe" in out and "plan fit" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "cv", str(tmp_path / "val"), "--probes", "beam"])
+    assert exit_info.value.code == 2 and "expected strategy@budget" in capsys.readouterr().err
 
 
 def test_fit_refuses_the_test_split_and_missing_probe_rows(tmp_path):

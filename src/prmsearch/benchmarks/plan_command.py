@@ -97,15 +97,42 @@ def cmd_plan_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe_spec(text: str) -> tuple[str, int]:
+    """``strategy@budget`` (e.g. ``particle_filter@4``) as an argparse type."""
+    strategy, sep, budget = text.strip().partition("@")
+    if not sep or not strategy or not budget.isdigit() or int(budget) < 1:
+        raise argparse.ArgumentTypeError(f"expected strategy@budget (e.g. particle_filter@4), got {text!r}")
+    return strategy, int(budget)
+
+
+def cmd_plan_cv(args: argparse.Namespace) -> int:
+    """Cross-validate probe and bin settings inside a validation sweep and print the table."""
+    from prmsearch.benchmarks.plan_cv import cross_validate_folders, cv_markdown
+    from prmsearch.benchmarks.planning import FitConfig
+
+    try:
+        base = FitConfig(levels=args.levels, reference=args.reference, strategies=args.strategies,
+                         seed=args.seed, any_split=args.any_split)
+        results = cross_validate_folders(args.folders, base, args.probes, args.bins, args.folds)
+    except input_errors() as exc:
+        return fail("plan cv", exc)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in results]))
+    else:
+        print(cv_markdown(results, args.folds), end="")
+    return 0
+
+
 def register_plan_command(sub: argparse._SubParsersAction) -> None:
-    """Add ``plan fit`` and ``plan report`` to the ``prmsearch`` CLI's subparsers."""
+    """Add ``plan fit``, ``plan cv`` and ``plan report`` to the ``prmsearch`` CLI's subparsers."""
     parser = sub.add_parser(
         "plan",
         help="fit a compute-optimal plan for the planner strategy (Snell et al., 2024), or report "
         "its compute",
     )
     plan_sub = parser.add_subparsers(dest="plan_command", required=True,
-                                     help="fit: fit a plan; report: the planner's compute")
+                                     help="fit: fit a plan; cv: choose its probe and bins; "
+                                          "report: the planner's compute")
     fit = plan_sub.add_parser(
         "fit",
         help="fit a plan on a VALIDATION bench folder and write it as JSON",
@@ -138,6 +165,31 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                      help="allow a folder of another split than validation (a dataset without one)")
     fit.add_argument("--json", action="store_true", help="print the plan and its fit as JSON")
     fit.set_defaults(func=cmd_plan_fit)
+    cv = plan_sub.add_parser(
+        "cv",
+        help="choose the probe and the bin count by k-fold cross-validation inside a VALIDATION sweep",
+        description=(
+            "Fits a plan for every probe x bins setting on all folds but one and judges it on the fold "
+            "left out (replaying its problems' recorded runs), against the best fixed strategy at the "
+            "same FLOPs on the same problems. The folder must hold every probe's run and the arms' runs."
+        ),
+    )
+    cv.add_argument("folders", nargs="+", metavar="FOLDER", help="validation bench folder(s), as for fit")
+    cv.add_argument("--probes", type=csv_of(_probe_spec),
+                    default=(("weighted_vote", 4), ("beam", 4), ("particle_filter", 4)),
+                    help="probe settings as strategy@budget "
+                         "(default: weighted_vote@4,beam@4,particle_filter@4)")
+    cv.add_argument("--bins", type=csv_of(int), default=(2, 3, 4, 5), help="bin counts (default: 2,3,4,5)")
+    cv.add_argument("--folds", type=int, default=2, help="folds (default: 2)")
+    cv.add_argument("--levels", type=csv_of(int), default=(4, 8, 16), help="plan levels (default: 4,8,16)")
+    cv.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
+    cv.add_argument("--strategies", type=csv_of(str), default=None,
+                    help="strategies the arms may use (default: every one in the folder but mcts)")
+    cv.add_argument("--seed", type=int, default=None, help="run seed to read (default: the smallest)")
+    cv.add_argument("--any-split", action="store_true",
+                    help="allow a folder of another split than validation (a dataset without one)")
+    cv.add_argument("--json", action="store_true", help="print JSON")
+    cv.set_defaults(func=cmd_plan_cv)
     report = plan_sub.add_parser(
         "report",
         help="per-problem FLOPs (mean, p10/p50/p90) of the planner and accuracy at equal compute",

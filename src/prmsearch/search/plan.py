@@ -291,24 +291,24 @@ class Plan:
         )
 
 
-#: The default plan (see docs/strategies/planner.md): ``prmsearch plan fit runs/plan-val
-#: --probe-strategy particle_filter --probe 4 --bins 4 --levels 4,8,16`` on the 200 validation
-#: problems of the embedded arithmetic models (the probe and bin count chosen by two-fold
-#: cross-validation inside the validation split). Particle filtering at 4 runs first and its answer
-#: stands unless its particles' leading answer holds under about half of their final-step PRM mass
-#: (the hardest quarter of validation problems); those get beam search at 16 (level 8) or particle
-#: filtering at 32 (level 16); level 4 is the probe alone. Fitted on tiny models: for any other
-#: models, fit your own.
+#: The default plan (see docs/strategies/planner.md), fitted on the 200 validation problems of the
+#: embedded arithmetic models: ``prmsearch plan cv`` (two-fold cross-validation inside the
+#: validation split) chose the probe and the bin count, then ``prmsearch plan fit runs/plan-val
+#: --probe-strategy beam --probe 4 --bins 5 --levels 4,8,16``. Beam search at 4 runs first and its
+#: answer stands unless the PRM doubts its path (path score below 0.814: the hardest fifth of the
+#: validation problems); those get particle filtering at 4 (level 4), beam search at 16 (level 8)
+#: or particle filtering at 32 (level 16). Fitted on tiny models: for any other models, fit your own.
 DEFAULT_PLAN: dict[str, Any] = {
     "format": PLAN_FORMAT,
-    "probe": {"strategy": "particle_filter", "budget": 4, "options": {}},
-    "aggregation": "last",
-    "edges": [0.481119, 0.957932, 0.985447],
+    "probe": {"strategy": "beam", "budget": 4, "options": {"width": 4}},
+    "aggregation": "min",
+    "edges": [0.813983, 0.969778, 0.982927, 0.990722],
     "levels": [
-        {"n": 4, "arms": [{"strategy": PROBE_ARM, "budget": 0}] * 4},
+        {"n": 4, "arms": [{"strategy": "particle_filter", "budget": 4},
+                          *[{"strategy": PROBE_ARM, "budget": 0}] * 4]},
         {"n": 8, "arms": [{"strategy": "beam", "budget": 16, "options": {"width": 4}},
-                          *[{"strategy": PROBE_ARM, "budget": 0}] * 3]},
+                          *[{"strategy": PROBE_ARM, "budget": 0}] * 4]},
         {"n": 16, "arms": [{"strategy": "particle_filter", "budget": 32},
-                           *[{"strategy": PROBE_ARM, "budget": 0}] * 3]},
+                           *[{"strategy": PROBE_ARM, "budget": 0}] * 4]},
     ],
 }
