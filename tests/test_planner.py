@@ -404,3 +404,8 @@ def test_plan_fit_then_bench_with_the_plan_file(tmp_path, capsys):
                  f"planner.plan={tmp_path / 'missing.json'}", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "-o/--option" in err and "missing.json" in err
+    # solve says where the planner put the question (the default plan: a beam probe, five bins)
+    assert main(["solve", "--strategy", "planner", "--n", "4",
+                 "Start with 12. Multiply by 2. Subtract 5. Add 13. What is the result?"]) == 0
+    out = capsys.readouterr().out
+    assert "answer: 32" in out and "planner: bin " in out and ", arm " in out

@@ -69,6 +69,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
             f"cost: {ledger.generations} generations, {ledger.generated_tokens} tokens generated, "
             f"{ledger.prm_tokens_computed} PRM tokens, {ledger.flops:.3g} FLOPs, {ledger.wall_s:.2f}s"
         )
+        if result.report:  # what the strategy said it did (e.g. the planner's bin and arm)
+            print(f"{result.strategy}: " + ", ".join(f"{k} {v}" for k, v in result.report.items()))
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
         if result.error:
