@@ -69,7 +69,7 @@ class PlannerConfig(SearchConfig):
     Attributes:
         n: the plan level to follow (one of ``plan``'s levels); a sweep's budget.
         plan: the :class:`~prmsearch.search.plan.Plan`, or its JSON data (a mapping), validated
-            here; None: the rough default :data:`~prmsearch.search.plan.DEFAULT_PLAN`. The command
+            here; None: the default :data:`~prmsearch.search.plan.DEFAULT_PLAN`. The command
             line reads a plan file (``-o planner.plan=PLAN.json``) before it gets here.
         aggregation: None (default): the plan's, the one its difficulty bins were fitted with;
             given, it must equal the plan's. Also the path score of the final selection.
@@ -176,6 +176,6 @@ register_strategy(
     "planner",
     PlannerConfig,
     planner,
-    "compute-optimal planner: a cheap probe bins the problem by difficulty, a fitted plan picks "
-    "the strategy and budget (Snell et al., 2024)",
+    "compute-optimal planner: a cheap probe search bins the problem by difficulty, a fitted plan "
+    "keeps its answer or picks the strategy and budget (Snell et al., 2024)",
 )
