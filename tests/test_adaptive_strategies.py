@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from math import comb
 
+import numpy as np
 import pytest
 from helpers import run_one, synthetic_backends
 
@@ -322,9 +323,71 @@ def test_confidence_vote_without_answers_returns_the_most_confident_trace():
     assert result.steps == ("start 0", "gave up 0")
 
 
+def wavering(question, steps, index, seed):
+    """Three four-word steps, then an answer; a step is unsure (every token at -5, not -0.1) with
+    probability 0.15, so some traces waver somewhere and most never do."""
+    rng = np.random.default_rng([seed, index, len(steps)])
+    unsure = rng.random() < 0.15
+    if len(steps) == 3:
+        return ScriptedStep("so \\boxed{3}" if unsure else "so \\boxed{7}", logprob=-10.0 if unsure else -0.2)
+    word = "maybe" if unsure else "surely"
+    return ScriptedStep(f"step {len(steps)} goes {word}", logprob=-20.0 if unsure else -0.4)
+
+
+def online(**options):
+    return make_strategy("confidence_vote", **{"n": 16, "first": 8, "window": 4, "rule": "none",
+                                               "online_keep": 0.25, **options})
+
+
+def test_online_confidence_drops_the_traces_that_waver_below_the_warm_up_bar():
+    policy = ScriptedPolicy(wavering, token_logprobs=True)
+    result, _ = run_one(policy, ScriptedScorer({}), online(), question="online one")
+    tree = result.tree
+    warm_up = [n for n in tree.terminals() if tree.depth[n] == 4 and not tree.token_ids[n - 1]]
+    assert len(warm_up) == 8  # whole solutions: a chain whose tokens sit on its last node
+    bar = float(np.quantile([trace_confidence(tree, n, 4) for n in warm_up], 0.75))
+    assert result.report["threshold"] == pytest.approx(bar)
+    # the other 8 grew one step per round; each either finished above the bar or was dropped
+    online_roots = [c for c in tree.children(ROOT) if tree.token_ids[c]]
+    assert len(online_roots) == 8
+    dropped = result.report["abandoned"]
+    assert dropped > 0
+    voters = {c.node for c in result.candidates}
+    for start in online_roots:
+        node = start
+        while tree.children(node):
+            (node,) = tree.children(node)
+        lowest = group_confidence(path_token_logprobs(tree, node), 4)
+        if lowest < bar:  # dropped at its first window below the bar: it never grew past it
+            assert node not in voters
+            assert group_confidence(path_token_logprobs(tree, tree.parent[node]), 4) >= bar or \
+                len(path_token_logprobs(tree, tree.parent[node])) < 4
+        else:
+            assert tree.terminal[node]
+    # every generated step is charged; the dropped traces' steps too
+    steps = sum(1 for n in range(1, len(tree)) if tree.token_ids[n])
+    assert result.ledger.generations == steps
+    assert policy.calls[0] == 1 and len(policy.calls) > 2  # the warm-up in one call, then step rounds
+
+
+def test_online_confidence_saves_tokens_and_is_off_by_default():
+    offline, _ = run_one(ScriptedPolicy(wavering, token_logprobs=True), ScriptedScorer({}),
+                         online(online_keep=None), question="online one")
+    assert offline.report == {} and offline.ledger.generations == 16
+    dropped, _ = run_one(ScriptedPolicy(wavering, token_logprobs=True), ScriptedScorer({}), online(),
+                         question="online one")
+    assert dropped.ledger.generated_tokens < offline.ledger.generated_tokens
+    # keeping everything (online_keep=1: the bar is the lowest warm-up confidence) drops less
+    lenient, _ = run_one(ScriptedPolicy(wavering, token_logprobs=True), ScriptedScorer({}),
+                         online(online_keep=1.0), question="online one")
+    assert lenient.report["abandoned"] <= dropped.report["abandoned"]
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
+        ({"online_keep": 0}, "online_keep must be None .* or a fraction in \\(0, 1\\]"),
+        ({"online_keep": "high"}, "online_keep must be None"),
         ({"keep": 0}, "keep must be a fraction in \\(0, 1\\]"),
         ({"keep": 1.5}, "keep must be a fraction"),
         ({"mode": "vote"}, "mode must be one of filter, weight"),

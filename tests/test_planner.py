@@ -148,6 +148,13 @@ def test_the_default_plan_runs_without_fitting_and_conforms():
     check_strategy("planner", plan=within, final="vote")
 
 
+def test_max_budget_is_the_levels_worst_case_not_its_mean():
+    assert [make_strategy("planner", n=n).config.max_budget for n in (4, 8, 16)] == [4 + 4, 4 + 16, 4 + 32]
+    plan = two_bin_plan({"strategy": "beam", "budget": 12, "options": {"width": 4}})
+    assert planner(plan=plan).config.max_budget == PROBE + 12  # a probe of k samples counts k
+    assert make_strategy("beam", n=8).config.max_budget == 8  # every other strategy: n is the cap
+
+
 def test_same_seed_same_search():
     plan = two_bin_plan({"strategy": "particle_filter", "budget": 4})
     a, _ = run_one(*backends(), planner(plan=plan), question="hard one", seed=3)

@@ -266,16 +266,18 @@ def check_strategy(name: str, **options: Any) -> None:
     a Choice on four problems of a deterministic scripted policy and PRM (with unanswered paths
     among them), choosing a generated node among its candidates; that it stays within the budget
     every built-in honours (at most ``n`` samples per round and problem, at most
-    ``n x max_depth`` in all, at most ``n`` candidates); that the same seeds give the same trees
-    and choices twice and alone as in a batch; and that a strategy whose config says
-    ``needs_scores=False`` is never scored (0 PRM calls, tokens and FLOPs, NaN scores).
+    ``n x max_depth`` in all, at most ``n`` candidates; ``n`` is the config's ``max_budget``
+    where it has one, the worst case of a strategy whose ``n`` is a mean, as the planner's);
+    that the same seeds give the same trees and choices twice and alone as in a batch; and that
+    a strategy whose config says ``needs_scores=False`` is never scored (0 PRM calls, tokens and
+    FLOPs, NaN scores).
 
     Raises:
         ConformanceError: naming the broken rule and the fix.
     """
     check = f"check_strategy({name!r})"
     bound = _config_checks(check, name, options)
-    n = int(bound.config.n)
+    n = int(getattr(bound.config, "max_budget", bound.config.n))  # the planner's n is a mean
     limit = n * _KIT_MAX_DEPTH
     first = _kit_run(check, bound, _KIT_QUESTIONS, limit)
     _budget_checks(check, n, first)

@@ -56,6 +56,13 @@ class SearchConfig:
         object.__setattr__(self, "selection", Selection.parse(self.selection))
 
     @property
+    def max_budget(self) -> int:
+        """The most one problem's search may spend per round and per depth level: ``n`` for every
+        strategy whose ``n`` is a cap (the conformance kit holds a strategy to it). A strategy whose
+        ``n`` names a mean compute instead (the planner's plan level) returns its worst case."""
+        return self.n
+
+    @property
     def needs_scores(self) -> bool:
         """Whether the strategy reads step scores. The driver asks the PRM only when it does, so a
         PRM-free strategy is charged no PRM compute. Tree searches always read them."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +43,10 @@ from prmsearch.tree import NO_GROUP, ROOT, SearchTree
 #: Tokens per confidence group by default: whole solutions of the embedded arithmetic model are
 #: 30-100 tokens long (DeepConf uses 2048 for long reasoning traces).
 DEFAULT_WINDOW = 16
+
+#: A running confidence this close to the online bar keeps its trace: window means are sums of
+#: floats, so a trace exactly as confident as the warm-up's quantile must not fall by rounding.
+_BAR_SLACK = 1e-9
 
 
 class ConfidenceMode(str, enum.Enum):
@@ -71,6 +75,12 @@ class ConfidenceVoteConfig(SearchConfig):
         window: tokens per confidence group: a trace's confidence is its lowest mean token
             log-probability over ``window`` consecutive tokens. Small by default because the
             embedded model's solutions are short; raise it (DeepConf: 2048) for long traces.
+        online_keep: None (default): every trace runs to its end. A fraction in (0, 1]:
+            DeepConf's online mode. The first round (``first`` whole solutions) is the warm-up;
+            the stop threshold is the ``1 - online_keep`` quantile of their confidences
+            (DeepConf-low keeps 0.1, DeepConf-high 0.9); every later trace is generated step by
+            step and abandoned as soon as one full window of its tokens falls below the
+            threshold. Abandoned traces do not vote; the tokens they used are charged.
         aggregation, selection: unused (no PRM; ``mode`` decides the vote).
     """
 
@@ -81,6 +91,7 @@ class ConfidenceVoteConfig(SearchConfig):
     first: int = 4
     growth: float = 2.0
     window: int = DEFAULT_WINDOW
+    online_keep: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,6 +105,13 @@ class ConfidenceVoteConfig(SearchConfig):
             raise ValueError(
                 f"window must be an int >= 1 (tokens per confidence group), got {self.window!r}"
             )
+        online = self.online_keep
+        if online is not None and (isinstance(online, bool) or not isinstance(online, (int, float))
+                                   or not 0 < online <= 1):
+            raise ValueError(
+                f"online_keep must be None (traces run to their end) or a fraction in (0, 1] of warm-up "
+                f"confidence to keep (DeepConf-low 0.1, DeepConf-high 0.9), got {online!r}"
+            )
         validate_vote_stop(self.rule, self.threshold, self.first, self.growth)
 
     @property
@@ -102,9 +120,12 @@ class ConfidenceVoteConfig(SearchConfig):
         return False
 
     def rounds(self) -> list[int]:
-        """Samples drawn in each round when the vote never settles (they sum to ``n``)."""
+        """Samples drawn in each round when the vote never settles (they sum to ``n``); online,
+        the first round is the warm-up even when the vote never stops early."""
         if self.rule is StopRule.NONE:
-            return [self.n]
+            warm_up = min(self.first, self.n)
+            online = self.online_keep is not None and self.n > warm_up
+            return [warm_up, self.n - warm_up] if online else [self.n]
         return round_sizes(self.n, self.first, self.growth)
 
 
@@ -168,21 +189,76 @@ def confidence_settled(votes: list[Candidate], cfg: ConfidenceVoteConfig) -> boo
     return vote_is_settled(votes, cfg.mode is ConfidenceMode.WEIGHT, cfg.rule, cfg.threshold)
 
 
+def running_confidence(tree: SearchTree, node: int, window: int) -> float:
+    """The lowest mean over the full windows of ``window`` tokens of a partial trace (``inf`` while
+    it has fewer tokens: no evidence yet); the lowest step confidence so far when a step lacks
+    per-token values (the same fallback as :func:`trace_confidence`)."""
+    logprobs = path_token_logprobs(tree, node)
+    if logprobs is None:
+        return trace_confidence(tree, node, window)
+    return group_confidence(logprobs, window) if len(logprobs) >= window else math.inf
+
+
+def warm_up_threshold(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConfig) -> float:
+    """DeepConf's online stop threshold: the ``1 - online_keep`` quantile of the warm-up traces'
+    confidences (``-inf``, stop nothing, when no warm-up trace has a finite confidence)."""
+    assert cfg.online_keep is not None
+    values = [c for c in (trace_confidence(tree, node, cfg.window) for node in leaves) if math.isfinite(c)]
+    if not values:
+        return -math.inf
+    return float(np.quantile(values, 1 - cfg.online_keep))
+
+
+def grow_online(tree: SearchTree, size: int, bar: float,
+                window: int) -> Generator[Expand, list[list[int]], tuple[list[int], list[int]]]:
+    """``size`` new traces, one step per round; a trace whose running confidence falls below
+    ``bar`` is abandoned. Returns (the finished traces' last nodes, the abandoned ones')."""
+    (live,) = yield Expand(((ROOT, size),))
+    finished: list[int] = []
+    abandoned: list[int] = []
+    while live:
+        growing = []
+        for node in live:  # a trace's last step counts too: one below the bar drops it
+            if running_confidence(tree, node, window) < bar - _BAR_SLACK:
+                abandoned.append(node)
+            elif tree.terminal[node]:
+                finished.append(node)
+            else:
+                growing.append(node)
+        if not growing:
+            break
+        children = yield Expand(tuple((node, 1) for node in growing))
+        live = [kids[0] for kids in children if kids]
+    return finished, abandoned
+
+
 def confidence_vote(tree: SearchTree, cfg: ConfidenceVoteConfig, rng: np.random.Generator) -> SearchGenerator:
-    """Sample whole solutions in rounds until the confident traces' vote is settled; vote among them."""
+    """Sample whole solutions in rounds until the confident traces' vote is settled; vote among
+    them. Online (``online_keep``), the rounds after the warm-up grow step by step and drop the
+    traces whose confidence falls below the warm-up's threshold."""
     leaves: list[int] = []
-    for size in cfg.rounds():
-        (new,) = yield Expand(((ROOT, size),), full_solution=True)
+    bar = -math.inf
+    abandoned = 0
+    for i, size in enumerate(cfg.rounds()):
+        if i == 0 or cfg.online_keep is None:
+            (new,) = yield Expand(((ROOT, size),), full_solution=True)
+        else:
+            new, dropped = yield from grow_online(tree, size, bar, cfg.window)
+            abandoned += len(dropped)
         leaves.extend(new)
+        if i == 0 and cfg.online_keep is not None:
+            bar = warm_up_threshold(tree, leaves, cfg)
         if confidence_settled(confident_votes(tree, leaves, cfg), cfg):
             break
+    report = () if cfg.online_keep is None else (("threshold", round(bar, 6) if math.isfinite(bar) else None),
+                                                 ("abandoned", abandoned))
     votes = confident_votes(tree, leaves, cfg)
     if not votes:  # no trace has an answer: return the most confident one
         best = max(leaves, key=lambda node: (trace_confidence(tree, node, cfg.window), -node))
-        return Choice(best, tuple(leaves))
+        return Choice(best, tuple(leaves), report)
     selection = Selection.WEIGHTED if cfg.mode is ConfidenceMode.WEIGHT else Selection.MAJORITY
     voters = tuple(v.order for v in votes)
-    return Choice(voters[choose(votes, selection)], voters)
+    return Choice(voters[choose(votes, selection)], voters, report)
 
 
 register_strategy(

@@ -105,6 +105,16 @@ class PlannerConfig(SearchConfig):
             )
         plan.level(self.n)  # n must be one of its levels
 
+    @property
+    def max_budget(self) -> int:
+        """The worst case of the plan's level ``n``: the probe (its budget, or its ``k`` samples)
+        plus the level's largest arm budget (``n`` itself names a mean compute, not a cap)."""
+        plan = self.plan
+        assert isinstance(plan, Plan)
+        probe = plan.probe_arm.budget if plan.probe_arm is not None else plan.probe
+        assert isinstance(probe, int)
+        return probe + max(arm.budget for arm in plan.level(self.n).arms)
+
 
 def probe_difficulty(tree: SearchTree, probe: list[int], plan: Plan) -> float:
     """The probe's candidates' :func:`~prmsearch.search.plan.leader_mass` under the plan's aggregation."""
