@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,21 @@ def test_a_prm_server_recipe_builds_the_vllm_server_scorer(monkeypatch):
     assert recipe.prm.scorer_name() == "vllm-server"
     recipe.build_scorer()
     assert made["prm"] == {"model": "served-prm", "family": "qwen-prm", **args}
+
+
+def test_a_planner_plan_file_is_read_relative_to_the_recipe(tmp_path):
+    from prmsearch.search.plan import DEFAULT_PLAN, Plan
+
+    (tmp_path / "plans").mkdir()
+    plan = {**DEFAULT_PLAN, "edges": [0.5, 0.9, 0.95, 0.99]}
+    (tmp_path / "plans" / "val.json").write_text(json.dumps(plan))
+    recipe = tmp_path / "planner.yaml"
+    models = ("policy: {backend: hf, model: some/policy}\n"
+              "prm: {backend: hf, model: some/prm, family: qwen-prm}\n")
+    planner = "strategies:\n  planner:\n    plan: plans/val.json\nbudgets: [8]\n"
+    recipe.write_text(f"name: planned\n{models}{planner}")
+    sweep = load_recipe(recipe).sweep
+    assert Plan.from_dict(sweep.options["planner"]["plan"]) == Plan.from_dict(plan)  # the data, not a path
+    recipe.write_text(f"name: planned\n{models}strategies:\n  planner:\n    plan: plans/missing.json\n")
+    with pytest.raises(RecipeError, match=r"strategies.planner.plan: .*missing.json.*relative to the recipe"):
+        load_recipe(recipe)

@@ -191,8 +191,30 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
     return BackendSpec(backend, model, family, dict(args))
 
 
-def parse_recipe(data: Any, source: str = "<recipe>") -> Recipe:
-    """Validate a recipe's parsed YAML and map it onto the frozen configs."""
+def _read_plan_files(options: dict[str, dict], source: str, base_dir: Path | None) -> None:
+    """A planner's ``plan`` given as a file path (relative to the recipe's folder) is read and
+    validated here, at the recipe boundary, as ``-o planner.plan=FILE`` is on the command line."""
+    from prmsearch.benchmarks.planning import plan_option
+
+    for strategy, values in options.items():
+        plan = values.get("plan")
+        if not isinstance(plan, str):
+            continue
+        path = Path(plan).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            resolved = plan_option(strategy, "plan", path)
+        except (OSError, ValueError) as exc:
+            raise RecipeError(f"{source}: strategies.{strategy}.plan: {exc}; give a plan file written by "
+                              "`prmsearch plan fit` (a path relative to the recipe's folder)") from None
+        if resolved is not path:  # a planner's plan, now its data (another strategy keeps its string)
+            values["plan"] = resolved
+
+
+def parse_recipe(data: Any, source: str = "<recipe>", base_dir: Path | None = None) -> Recipe:
+    """Validate a recipe's parsed YAML and map it onto the frozen configs; a planner's plan file
+    is read relative to ``base_dir`` (the recipe's folder)."""
     if not isinstance(data, Mapping):
         raise RecipeError(f"{source}: a recipe is a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - _TOP_KEYS)
@@ -210,6 +232,7 @@ def parse_recipe(data: Any, source: str = "<recipe>") -> Recipe:
     if not isinstance(strategies, Mapping) or not strategies:
         raise RecipeError(f"{source}: strategies must map strategy names to options, got {strategies!r}")
     options = {k: dict(v or {}) for k, v in strategies.items() if v}
+    _read_plan_files(options, source, base_dir)
     for key in ("budgets", "seeds"):
         if key in data and not isinstance(data[key], list):
             raise RecipeError(f"{source}: {key} must be a list of ints, got {data[key]!r}")
@@ -258,5 +281,5 @@ def load_recipe(path: str | Path) -> Recipe:
             data = yaml.safe_load(f)
         except yaml.YAMLError as exc:
             raise RecipeError(f"{path}: not valid YAML: {exc}") from None
-    recipe = parse_recipe(data, str(path))
+    recipe = parse_recipe(data, str(path), path.parent)
     return Recipe(recipe.name, recipe.description, recipe.sweep, recipe.policy, recipe.prm, path)
