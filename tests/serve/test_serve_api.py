@@ -94,6 +94,17 @@ def test_search_options_from_extra_body_and_n_choices(client):
     assert nested.model_extra["prmsearch"]["options"]["temperature"] == 2.0
 
 
+def test_the_planner_serves_its_plan_and_says_where_it_went(client):
+    from prmsearch.search.plan import DEFAULT_PLAN, Plan
+
+    reply = client.chat.completions.create(model="planner-8", messages=user(QUESTION))
+    facts = reply.model_extra["prmsearch"]
+    assert Plan.from_dict(facts["options"]["plan"]) == Plan.from_dict(DEFAULT_PLAN)  # the plan as JSON
+    (search,) = facts["searches"]
+    assert set(search["report"]) == {"bin", "difficulty", "arm"}
+    assert reply.choices[0].model_extra["prmsearch"]["answer"] == search["answer"]
+
+
 def test_completions_take_a_list_of_prompts(client):
     reply = client.completions.create(model="best_of_n-4", prompt=[QUESTION, OTHERS[0]], n=2)
     indices = sorted(c.index for c in reply.choices)

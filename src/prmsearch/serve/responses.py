@@ -3,7 +3,8 @@
 Each choice is one finished solution: choice 0 is the one the strategy chose, the others are its
 remaining finished candidates, best path score first. Every choice carries ``prmsearch`` (answer,
 steps, step scores, path score); the response carries ``prmsearch`` (strategy, options, votes,
-tree size, seeds, notes, ignored parameters) and ``usage`` counts every token the search spent:
+tree size, seeds, notes, what the strategy reported such as the planner's bin and arm, ignored
+parameters) and ``usage`` counts every token the search spent:
 ``prompt_tokens`` all prompt tokens the policy read (cached ones too), ``completion_tokens`` all it
 generated, ``usage.prmsearch`` the full ledger (PRM tokens, FLOPs, calls).
 """
@@ -111,6 +112,7 @@ def search_facts(request: SearchRequest, results: Sequence[SearchResult]) -> dic
                 "nodes": len(r.tree),
                 "seed": r.seed,
                 "notes": list(r.notes),
+                **({"report": dict(r.report)} if r.report else {}),
             }
             for r in results
         ],
@@ -199,5 +201,7 @@ def stream_chunks(
 
 
 def _plain(value: Any) -> Any:
-    """A config value as JSON (enums by value)."""
+    """A config value as JSON: enums by value, a planner's plan as its JSON data."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     return getattr(value, "value", value)
