@@ -297,7 +297,8 @@ def write_folder(folder, split="validation"):
 
 def test_fit_picks_the_best_arm_per_bin_within_the_reference_flops(tmp_path):
     write_folder(tmp_path / "val")
-    plan, fitted, facts = fit_folder(tmp_path / "val", FitConfig(levels=(4, 16), bins=2))
+    config = FitConfig(levels=(4, 16), bins=2, probe_strategy="weighted_vote")  # a probe of samples
+    plan, fitted, facts = fit_folder(tmp_path / "val", config)
     assert plan.edges == (0.6,) and facts["bin_sizes"] == [3, 3] and facts["problems"] == 6
     arms = {level.n: [(a.strategy, a.budget, dict(a.options)) for a in level.arms] for level in plan.levels}
     # level 4: best_of_n@4 costs 4 per problem, exactly the probe: stop at the probe everywhere
@@ -387,7 +388,7 @@ def test_plan_fit_then_bench_with_the_plan_file(tmp_path, capsys):
                  "--budgets", "4,8", "--out", str(val)]) == 0
     assert main(["plan", "fit", str(val), "--out", str(plan_path), "--levels", "4,8", "--bins", "2"]) == 0
     plan = load_plan(plan_path)
-    assert [level.n for level in plan.levels] == [4, 8] and plan.probe == 4
+    assert [level.n for level in plan.levels] == [4, 8] and plan.probe == PlanArm("beam", 4, (("width", 4),))
     assert json.loads(plan_path.read_text())["fit"]["problems"] == 3
     assert main(["bench", *common, "--split", "test", "--strategies", "planner,best_of_n", "--budgets", "4,8",
                  "-o", f"planner.plan={plan_path}", "--out", str(test)]) == 0

@@ -152,10 +152,11 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                      help="planner budgets n to fit; each targets the reference's FLOPs at budget n "
                           "(default: 4,8,16)")
     fit.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
-    fit.add_argument("--probe-strategy", default="weighted_vote",
-                     help="the probe run's strategy (default weighted_vote: --probe whole solutions, "
-                          "answered by their PRM-weighted vote; or a cheap search such as beam or "
-                          "particle_filter, whose own answer stands on the problems the plan stops at)")
+    fit.add_argument("--probe-strategy", default="beam",
+                     help="the probe run's strategy (default beam: a cheap search whose own answer "
+                          "stands on the problems the plan stops at; or particle_filter, ..., or "
+                          "weighted_vote: --probe whole solutions answered by their PRM-weighted vote); "
+                          "`prmsearch plan cv` compares probes on held-out problems")
     fit.add_argument("--probe", type=int, default=4, help="the probe run's budget (default: 4)")
     fit.add_argument("--bins", type=int, default=3, help="difficulty bins, equal-count (default: 3)")
     fit.add_argument("--strategies", type=csv_of(str), default=None,

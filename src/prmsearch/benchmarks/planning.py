@@ -5,8 +5,8 @@ than Scaling Model Parameters" (arXiv:2408.03314), choose per difficulty bin the
 does best at a given budget. Here the same is done per problem with compute measured in FLOPs,
 from a bench results folder of the VALIDATION split that holds, for the same problems:
 
-* a **probe run**: ``weighted_vote`` (by default) at the probe budget, or any other strategy
-  (e.g. ``beam`` at 4: a cheap search whose own answer stands on easy problems). Its rows'
+* a **probe run**: ``beam`` (by default) at the probe budget, a cheap search whose own answer
+  stands on easy problems, or any other strategy (``weighted_vote``: whole solutions). Its rows'
   candidates (``answer``, ``group``, ``score``) give each problem's difficulty feature,
   :func:`~prmsearch.search.plan.leader_mass`, exactly as the planner computes it from its own
   probe (the same request seeds and strategy seed draw the same samples); its ``correct`` is the
@@ -86,10 +86,11 @@ class FitConfig:
         levels: the plan levels (planner budgets ``n``) to fit; each targets the reference's mean
             FLOPs per problem at that budget.
         reference: the strategy whose FLOPs at each level's budget are the target.
-        probe_strategy: the strategy whose run at budget ``probe`` is the probe: ``weighted_vote``
-            (``probe`` whole solutions, the plan's ``probe`` is then that number) or any strategy
-            the planner can delegate to (the plan's probe is then that arm, with the run's
-            options), e.g. ``beam``; its own answer stands on budget-0 problems.
+        probe_strategy: the strategy whose run at budget ``probe`` is the probe: any strategy the
+            planner can delegate to (the plan's probe is then that arm, with the run's options;
+            ``beam`` by default, the probe ``prmsearch plan cv`` chose on the embedded models), or
+            ``weighted_vote`` (``probe`` whole solutions; the plan's ``probe`` is that number).
+            Its own answer stands on budget-0 problems.
         probe: the probe run's budget.
         bins: difficulty bins (equal-count quantiles of the feature).
         strategies: the strategies the arms may use (None: every strategy in the folder but the
@@ -101,7 +102,7 @@ class FitConfig:
 
     levels: tuple[int, ...] = (4, 8, 16)
     reference: str = "best_of_n"
-    probe_strategy: str = "weighted_vote"
+    probe_strategy: str = "beam"
     probe: int = 4
     bins: int = 3
     strategies: tuple[str, ...] | None = None
