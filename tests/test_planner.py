@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import run_one
 
-from prmsearch.benchmarks.plan_cv import cross_validate, replay_plan
+from prmsearch.benchmarks.plan_cv import cross_validate, cv_markdown, replay_plan
 from prmsearch.benchmarks.planning import (
     FitConfig,
     choose_arms,
@@ -354,6 +354,13 @@ def test_cross_validation_judges_each_setting_on_held_out_problems(tmp_path, cap
     assert [(r.probe, r.bins, r.level) for r in results] == [
         (p, b, n) for p in ("weighted_vote@4", "beam@4") for b in (1, 2) for n in (4, 16)]
     assert all(0 <= r.accuracy <= 1 and r.flops > 0 for r in results)
+    # a probe without a run is left out and named; none at all is an error naming the fix
+    partial = cross_validate(runs, FitConfig(levels=(4,)), [("particle_filter", 4), ("beam", 4)], [2])
+    assert {r.probe for r in partial} == {"beam@4"}
+    assert "Left out (no run of the probe in the folders): particle_filter@4" in cv_markdown(
+        partial, 2, [("particle_filter", 4), ("beam", 4)])
+    with pytest.raises(ValueError, match=r"no probe has a run in the folders \(particle_filter@4\)"):
+        cross_validate(runs, FitConfig(), [("particle_filter", 4)], [2])
     with pytest.raises(ValueError, match="folds must be an int >= 2"):
         cross_validate(runs, FitConfig(), [("beam", 4)], [2], folds=1)
     with pytest.raises(ValueError, match="6 problems are too few for 4 folds"):

@@ -119,7 +119,7 @@ def cmd_plan_cv(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.__dict__ for r in results]))
     else:
-        print(cv_markdown(results, args.folds), end="")
+        print(cv_markdown(results, args.folds, args.probes), end="")
     return 0
 
 

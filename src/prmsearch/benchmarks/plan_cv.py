@@ -100,7 +100,9 @@ def _best_fixed(runs: Sequence[Run], qids: set[str], flops: float, seed: int,
 def cross_validate(runs: Sequence[Run], base: FitConfig, probes: Sequence[tuple[str, int]],
                    bins: Sequence[int], folds: int = 2) -> list[CvResult]:
     """Every (probe, bins) setting's held-out figures per level of ``base.levels`` (see the module
-    docstring). Problems are dealt to folds in question-id order (``qids[k::folds]``)."""
+    docstring). Problems are dealt to folds in question-id order (``qids[k::folds]``). A probe
+    without a run in the folders is left out (:func:`cv_markdown` names it); none at all is an
+    error."""
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"folds must be an int >= 2, got {folds!r}")
     seeds = sorted({r.seed for _, rows in runs for r in rows})
@@ -111,8 +113,13 @@ def cross_validate(runs: Sequence[Run], base: FitConfig, probes: Sequence[tuple[
     if len(qids) < 2 * folds:
         raise ValueError(f"{len(qids)} problems are too few for {folds} folds (at least {2 * folds})")
     parts = [qids[k::folds] for k in range(folds)]
+    present = {(r.strategy, r.budget) for _, rows in runs for r in rows if r.seed == seed}
+    missing = [f"{s}@{b}" for s, b in probes if (s, b) not in present]
+    if len(missing) == len(probes):
+        raise ValueError(f"no probe has a run in the folders ({', '.join(missing)}); add one, e.g. "
+                         "prmsearch bench --split validation --strategies beam,... --budgets 4,...")
     results = []
-    for probe in probes:
+    for probe in (p for p in probes if p in present):
         for count in bins:
             config = replace(base, probe_strategy=probe[0], probe=probe[1], bins=count, seed=seed)
             per_level: dict[int, list[tuple[float, float, float]]] = {n: [] for n in config.levels}
@@ -151,8 +158,9 @@ def best_setting(results: Sequence[CvResult]) -> tuple[str, int] | None:
     return max(scores, key=lambda key: (float(np.mean(scores[key])), -key[1]))
 
 
-def cv_markdown(results: Sequence[CvResult], folds: int) -> str:
-    """One row per setting: held-out accuracy, FLOPs and margin per level, and the best setting."""
+def cv_markdown(results: Sequence[CvResult], folds: int, probes: Sequence[tuple[str, int]] = ()) -> str:
+    """One row per setting: held-out accuracy, FLOPs and margin per level, and the best setting;
+    the asked ``probes`` that have no result are named as left out (no run in the folders)."""
     levels = sorted({r.level for r in results})
     table: dict[tuple[str, int], dict[int, CvResult]] = {}
     for r in results:
@@ -178,6 +186,10 @@ def cv_markdown(results: Sequence[CvResult], folds: int) -> str:
                 margins.append(r.margin)
         mean = f"{100 * float(np.mean(margins)):+.1f}" if margins else "-"
         lines.append(f"| {probe} | {count} | " + " | ".join(cells) + f" | {mean} |")
+    judged = {r.probe for r in results}
+    absent = [f"{s}@{b}" for s, b in probes if f"{s}@{b}" not in judged]
+    if absent:
+        lines += ["", f"Left out (no run of the probe in the folders): {', '.join(absent)}."]
     best = best_setting(results)
     if best is not None:
         strategy, budget = best[0].split("@")
