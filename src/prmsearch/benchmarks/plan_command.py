@@ -123,6 +123,19 @@ def cmd_plan_cv(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_fit_flags(parser: argparse.ArgumentParser) -> None:
+    """The fit's settings that ``plan fit`` and ``plan cv`` share."""
+    parser.add_argument("--levels", type=csv_of(int), default=(4, 8, 16),
+                        help="planner budgets n to fit; each targets the reference's FLOPs at budget n "
+                             "(default: 4,8,16)")
+    parser.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
+    parser.add_argument("--strategies", type=csv_of(str), default=None,
+                        help="strategies the arms may use (default: every one in the folder but mcts)")
+    parser.add_argument("--seed", type=int, default=None, help="run seed to read (default: the smallest)")
+    parser.add_argument("--any-split", action="store_true",
+                        help="allow a folder of another split than validation (a dataset without one)")
+
+
 def register_plan_command(sub: argparse._SubParsersAction) -> None:
     """Add ``plan fit``, ``plan cv`` and ``plan report`` to the ``prmsearch`` CLI's subparsers."""
     parser = sub.add_parser(
@@ -148,10 +161,7 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                      help="`prmsearch bench --split validation` results folder(s) of the same problems "
                           "(e.g. one with the probe run, one with the strategies)")
     fit.add_argument("--out", "-O", required=True, metavar="PLAN.json", help="where to write the plan")
-    fit.add_argument("--levels", type=csv_of(int), default=(4, 8, 16),
-                     help="planner budgets n to fit; each targets the reference's FLOPs at budget n "
-                          "(default: 4,8,16)")
-    fit.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
+    _add_fit_flags(fit)
     fit.add_argument("--probe-strategy", default="beam",
                      help="the probe run's strategy (default beam: a cheap search whose own answer "
                           "stands on the problems the plan stops at; or particle_filter, ..., or "
@@ -159,11 +169,6 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                           "`prmsearch plan cv` compares probes on held-out problems")
     fit.add_argument("--probe", type=int, default=4, help="the probe run's budget (default: 4)")
     fit.add_argument("--bins", type=int, default=3, help="difficulty bins, equal-count (default: 3)")
-    fit.add_argument("--strategies", type=csv_of(str), default=None,
-                     help="strategies the arms may use (default: every one in the folder but mcts)")
-    fit.add_argument("--seed", type=int, default=None, help="run seed to read (default: the smallest)")
-    fit.add_argument("--any-split", action="store_true",
-                     help="allow a folder of another split than validation (a dataset without one)")
     fit.add_argument("--json", action="store_true", help="print the plan and its fit as JSON")
     fit.set_defaults(func=cmd_plan_fit)
     cv = plan_sub.add_parser(
@@ -182,13 +187,7 @@ def register_plan_command(sub: argparse._SubParsersAction) -> None:
                          "(default: weighted_vote@4,beam@4,particle_filter@4)")
     cv.add_argument("--bins", type=csv_of(int), default=(2, 3, 4, 5), help="bin counts (default: 2,3,4,5)")
     cv.add_argument("--folds", type=int, default=2, help="folds (default: 2)")
-    cv.add_argument("--levels", type=csv_of(int), default=(4, 8, 16), help="plan levels (default: 4,8,16)")
-    cv.add_argument("--reference", default="best_of_n", help="strategy whose FLOPs are the targets")
-    cv.add_argument("--strategies", type=csv_of(str), default=None,
-                    help="strategies the arms may use (default: every one in the folder but mcts)")
-    cv.add_argument("--seed", type=int, default=None, help="run seed to read (default: the smallest)")
-    cv.add_argument("--any-split", action="store_true",
-                    help="allow a folder of another split than validation (a dataset without one)")
+    _add_fit_flags(cv)
     cv.add_argument("--json", action="store_true", help="print JSON")
     cv.set_defaults(func=cmd_plan_cv)
     report = plan_sub.add_parser(

@@ -15,15 +15,23 @@ extrapolated), averaged over the folds. Pure but :func:`cross_validate_folders`,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from prmsearch.benchmarks.equal_compute import CurvePoint, interpolate
-from prmsearch.benchmarks.planning import FitConfig, Run, fit_plan, read_run, row_difficulty
-from prmsearch.benchmarks.sweep_config import FAMILY
+from prmsearch.benchmarks.planning import (
+    FitConfig,
+    RecordedCells,
+    Run,
+    arm_flops,
+    fit_plan,
+    probe_features,
+    read_cells,
+    read_run,
+)
 from prmsearch.search.plan import Plan
 
 __all__ = ["CvResult", "cross_validate", "cross_validate_folders", "cv_markdown", "replay_plan"]
@@ -49,52 +57,59 @@ class CvResult:
     margin: float
 
 
-def replay_plan(plan: Plan, runs: Sequence[Run], qids: Sequence[str], probe: tuple[str, int], level: int,
-                seed: int) -> tuple[float, float]:
-    """Held-out accuracy and mean FLOPs of ``plan`` at ``level`` on ``qids``, replayed from the
-    recorded rows (the fit's cost rule: the probe's FLOPs plus the arm's, or only the arm's for a
-    best-of-N-family arm that extends a probe of samples)."""
-    rows = {(r.strategy, r.budget, r.qid): r for _, rs in runs for r in rs if r.seed == seed and not r.error}
-    extends = probe[0] in FAMILY
+def _probe_features(runs: Sequence[Run], probe: tuple[str, int], seed: int) -> dict[str, float]:
+    """Each problem's difficulty feature from the probe run's rows, as the planner reads it."""
+    return probe_features(r for _, rows in runs for r in rows
+                          if (r.strategy, r.budget) == probe and r.seed == seed and not r.error)
+
+
+def _replay(plan: Plan, cells: RecordedCells, features: Mapping[str, float], qids: Sequence[str],
+            probe: tuple[str, int], level: int) -> tuple[float, float]:
+    """:func:`replay_plan` on outcomes and probe features read once."""
+    probe_cell = cells.outcomes[probe]
     correct, flops = [], []
     for qid in qids:
-        probe_row = rows[(*probe, qid)]
-        probe_flops = float(probe_row.ledger["flops"])
-        arm = plan.level(level).arms[plan.bin_of(row_difficulty(probe_row))]
+        probe_correct, probe_flops = probe_cell[qid]
+        arm = plan.level(level).arms[plan.bin_of(features[qid])]
         if not arm.searches:
-            correct.append(bool(probe_row.correct))
+            correct.append(probe_correct)
             flops.append(probe_flops)
             continue
-        row = rows.get((arm.strategy, arm.budget, qid))
-        if row is None:
+        outcome = cells.outcomes.get((arm.strategy, arm.budget), {}).get(qid)
+        if outcome is None:
             raise ValueError(f"no {arm.strategy} n={arm.budget} row for {qid}; every arm's run must cover "
                              "every problem")
-        own = float(row.ledger["flops"])
-        correct.append(bool(row.correct))
-        flops.append(max(own, probe_flops) if extends and arm.strategy in FAMILY else probe_flops + own)
+        correct.append(outcome[0])
+        flops.append(arm_flops(probe[0], arm.strategy, probe_flops, outcome[1]))
     return float(np.mean(correct)), float(np.mean(flops))
 
 
-def _best_fixed(runs: Sequence[Run], qids: set[str], flops: float, seed: int,
-                strategies: Sequence[str] | None) -> float | None:
-    """The most accurate fixed strategy at ``flops`` on ``qids`` (its curve over its budgets)."""
-    cells: dict[str, dict[int, list[tuple[bool, float]]]] = {}
-    for _, rows in runs:
-        for r in rows:
-            if r.seed != seed or r.error or r.qid not in qids or r.strategy in ("planner", "mcts"):
-                continue
-            if strategies is not None and r.strategy not in strategies:
-                continue
-            cells.setdefault(r.strategy, {}).setdefault(r.budget, []).append(
-                (bool(r.correct), float(r.ledger["flops"])))
-    best = None
-    for budgets in cells.values():
-        points = sorted((CurvePoint(b, float(np.mean([f for _, f in v])), float(np.mean([c for c, _ in v])))
-                         for b, v in budgets.items()), key=lambda p: p.flops)
-        value = interpolate(points, flops)
-        if value is not None and (best is None or value > best):
-            best = value
-    return best
+def replay_plan(plan: Plan, runs: Sequence[Run], qids: Sequence[str], probe: tuple[str, int], level: int,
+                seed: int) -> tuple[float, float]:
+    """Held-out accuracy and mean FLOPs of ``plan`` at ``level`` on ``qids``, replayed from the
+    recorded rows (the fit's cost rule, :func:`~prmsearch.benchmarks.planning.arm_flops`)."""
+    return _replay(plan, read_cells(runs, seed), _probe_features(runs, probe, seed), qids, probe, level)
+
+
+def _fixed_curves(cells: RecordedCells, qids: set[str],
+                  strategies: Sequence[str] | None) -> list[list[CurvePoint]]:
+    """Every fixed strategy's (FLOPs, accuracy) curve over its budgets on ``qids`` (not the
+    planner's or MCTS's; only ``strategies`` when given)."""
+    curves: dict[str, list[CurvePoint]] = {}
+    for (strategy, budget), outcomes in cells.outcomes.items():
+        if strategy == "mcts" or (strategies is not None and strategy not in strategies):
+            continue
+        values = [outcomes[q] for q in qids if q in outcomes]
+        if values:
+            curves.setdefault(strategy, []).append(CurvePoint(
+                budget, float(np.mean([f for _, f in values])), float(np.mean([c for c, _ in values]))))
+    return [sorted(points, key=lambda p: p.flops) for points in curves.values()]
+
+
+def _best_at(curves: Sequence[Sequence[CurvePoint]], flops: float) -> float | None:
+    """The highest accuracy any curve reaches at ``flops`` (None when no curve spans it)."""
+    values = [v for v in (interpolate(points, flops) for points in curves) if v is not None]
+    return max(values, default=None)
 
 
 def cross_validate(runs: Sequence[Run], base: FitConfig, probes: Sequence[tuple[str, int]],
@@ -118,18 +133,23 @@ def cross_validate(runs: Sequence[Run], base: FitConfig, probes: Sequence[tuple[
     if len(missing) == len(probes):
         raise ValueError(f"no probe has a run in the folders ({', '.join(missing)}); add one, e.g. "
                          "prmsearch bench --split validation --strategies beam,... --budgets 4,...")
+    cells = read_cells(runs, seed)
+    fits = []  # per fold: the other folds' rows to fit on, the fold's problems and fixed curves
+    for k, judged in enumerate(parts):
+        fit_ids = {q for j, part in enumerate(parts) if j != k for q in part}
+        fits.append(([(sweep, [r for r in rows if r.qid in fit_ids]) for sweep, rows in runs], judged,
+                     _fixed_curves(cells, set(judged), base.strategies)))
     results = []
     for probe in (p for p in probes if p in present):
+        features = _probe_features(runs, probe, seed)
         for count in bins:
             config = replace(base, probe_strategy=probe[0], probe=probe[1], bins=count, seed=seed)
             per_level: dict[int, list[tuple[float, float, float]]] = {n: [] for n in config.levels}
-            for k, judged in enumerate(parts):
-                fit_ids = {q for j, part in enumerate(parts) if j != k for q in part}
-                fit_runs = [(sweep, [r for r in rows if r.qid in fit_ids]) for sweep, rows in runs]
+            for fit_runs, judged, curves in fits:
                 plan, _, _ = fit_plan(fit_runs, config)
                 for n in config.levels:
-                    accuracy, flops = replay_plan(plan, runs, judged, probe, n, seed)
-                    fixed = _best_fixed(runs, set(judged), flops, seed, config.strategies)
+                    accuracy, flops = _replay(plan, cells, features, judged, probe, n)
+                    fixed = _best_at(curves, flops)
                     per_level[n].append((accuracy, flops, math.nan if fixed is None else accuracy - fixed))
             for n, values in per_level.items():
                 margins = [m for _, _, m in values if not math.isnan(m)]

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from prmsearch.benchmarks.results import MANIFEST, ResultRow, ResultsFolder
-from prmsearch.benchmarks.sweep_config import FAMILY, SweepConfig
+from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.search.plan import (
     NOT_DELEGABLE,
@@ -50,6 +50,7 @@ from prmsearch.search.plan import (
     PlanArm,
     PlanLevel,
     bin_index,
+    draws_samples,
     leader_mass,
 )
 from prmsearch.search.protocol import strategy_spec
@@ -60,7 +61,9 @@ __all__ = [
     "ArmFigures",
     "FitConfig",
     "FittedLevel",
+    "RecordedCells",
     "arm_breakdown",
+    "arm_flops",
     "choose_arms",
     "compute_spread",
     "fit_folder",
@@ -70,6 +73,7 @@ __all__ = [
     "plan_option",
     "probe_features",
     "quantile_edges",
+    "read_cells",
     "read_run",
     "write_plan",
 ]
@@ -154,7 +158,7 @@ class FittedLevel:
 
 
 @dataclass
-class _Cells:
+class RecordedCells:
     """Per (strategy, budget): per problem (correct, flops), and the options its run used."""
 
     outcomes: dict[tuple[str, int], dict[str, tuple[bool, float]]] = field(default_factory=dict)
@@ -228,6 +232,16 @@ def choose_arms(options: Sequence[Sequence[tuple[float, float]]], weights: Seque
     return list(best[2]), True
 
 
+def arm_flops(probe_strategy: str, arm_strategy: str, probe_flops: float, own_flops: float) -> float:
+    """What a problem costs when the planner runs an arm after the probe: the probe's FLOPs plus the
+    arm's, except that a best-of-N-family arm after a probe of samples extends it (the probe's
+    samples are its first ones, as a sweep's run at 8 starts with the samples of its run at 4), so
+    it costs its own run's FLOPs, at least the probe's."""
+    if draws_samples(probe_strategy) and draws_samples(arm_strategy):
+        return max(own_flops, probe_flops)
+    return probe_flops + own_flops
+
+
 def _sweep_config(config: Mapping[str, Any]) -> SweepConfig:
     known = set(SweepConfig.__dataclass_fields__)
     return SweepConfig(**{k: v for k, v in config.items() if k in known})
@@ -236,10 +250,10 @@ def _sweep_config(config: Mapping[str, Any]) -> SweepConfig:
 Run = tuple[SweepConfig, Sequence[ResultRow]]
 
 
-def _read_cells(runs: Sequence[Run], seed: int) -> _Cells:
-    """Every (strategy, budget) of the runs but the planner's; a cell found in several runs: the
-    last run's rows win."""
-    cells = _Cells()
+def read_cells(runs: Sequence[Run], seed: int) -> RecordedCells:
+    """Every (strategy, budget) of the runs but the planner's, at run seed ``seed``, errors left
+    out; a cell found in several runs: the last run's rows win."""
+    cells = RecordedCells()
     for sweep, rows in runs:
         for row in rows:
             if row.seed != seed or row.strategy == "planner" or row.error or row.ledger is None:
@@ -267,7 +281,7 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
     if seed not in seeds:
         raise ValueError(f"seed {seed} has no rows; the folder's seeds: {seeds}")
     probe_key = (config.probe_strategy, config.probe)
-    cells = _read_cells(runs, seed)
+    cells = read_cells(runs, seed)
     if probe_key not in cells.outcomes:
         raise ValueError(
             f"no probe rows: the folder needs a {config.probe_strategy} run at budget {config.probe} "
@@ -279,7 +293,6 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
         n=config.probe, **cells.options[probe_key]).config.aggregation)
     features = probe_features(probe_rows)
     probe_cell = cells.outcomes[probe_key]
-    extends = config.probe_strategy in FAMILY  # best-of-N-family arms take the probe's samples
     arm_keys = [key for key in sorted(cells.outcomes) if key[0] not in ("planner", "mcts")
                 and (config.strategies is None or key[0] in config.strategies)]
     references = [(config.reference, n) for n in config.levels if (config.reference, n) in cells.outcomes]
@@ -318,8 +331,7 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
             else:
                 ok, cost = cells.outcomes[key][q]
                 correct.append(ok)
-                # a best-of-N-family arm extends a probe of samples (its first ones), the others add to it
-                flops.append(max(cost, probe_flops) if extends and key[0] in FAMILY else probe_flops + cost)
+                flops.append(arm_flops(config.probe_strategy, key[0], probe_flops, cost))
         return ArmFigures(arms[index], float(np.mean(correct)), float(np.mean(flops)))
 
     table = [[figures(k, i) for i in range(len(arms))] for k in range(bins)]
@@ -340,13 +352,13 @@ def fit_plan(runs: Sequence[Run], config: FitConfig) -> tuple[Plan, list[FittedL
         "probe": plan.probe_text if plan.probe_arm else f"{config.probe_strategy} n={config.probe}",
         "feature": "leader_mass",
         # every arm's in-sample figures per bin, hardest bin first: the alternatives to the choice
-        "arms_per_bin": [[{"arm": _arm_text(a.arm), "accuracy": a.accuracy, "flops": a.flops} for a in row]
+        "arms_per_bin": [[{"arm": a.arm.describe(), "accuracy": a.accuracy, "flops": a.flops} for a in row]
                          for row in table],
     }
     return plan, fitted, facts
 
 
-def _fit_level(n: int, table: list[list[ArmFigures]], weights: list[float], cells: _Cells,
+def _fit_level(n: int, table: list[list[ArmFigures]], weights: list[float], cells: RecordedCells,
                qids: list[str], config: FitConfig) -> FittedLevel:
     ref = cells.outcomes.get((config.reference, n))
     if ref is None:
@@ -398,13 +410,6 @@ def fit_folder(paths: str | Path | Sequence[str | Path],
     return plan, fitted, facts
 
 
-def _arm_text(arm: PlanArm) -> str:
-    if not arm.searches:
-        return "probe only"
-    options = "".join(f", {k}={v}" for k, v in arm.options)
-    return f"{arm.strategy} n={arm.budget}{options}"
-
-
 def fit_report(fitted: Sequence[FittedLevel], facts: Mapping[str, Any]) -> dict[str, Any]:
     """The ``fit`` section written beside the plan: the facts and each level's figures."""
     return {
@@ -419,7 +424,7 @@ def fit_report(fitted: Sequence[FittedLevel], facts: Mapping[str, Any]) -> dict[
                 "reference_accuracy": f.reference_accuracy,
                 "best_fixed": None if f.best_fixed is None else dict(zip(
                     ("strategy", "budget", "accuracy", "flops"), f.best_fixed)),
-                "bins": [{"arm": _arm_text(a.arm), "accuracy": a.accuracy, "flops": a.flops}
+                "bins": [{"arm": a.arm.describe(), "accuracy": a.accuracy, "flops": a.flops}
                          for a in f.chosen],
             }
             for f in fitted
@@ -441,7 +446,7 @@ def fit_markdown(fitted: Sequence[FittedLevel], facts: Mapping[str, Any], refere
         "|---|" + "---|" * (len(names) + 4),
     ]
     for f in fitted:
-        arms = " | ".join(f"{_arm_text(a.arm)} ({100 * a.accuracy:.0f}%)" for a in f.chosen)
+        arms = " | ".join(f"{a.arm.describe()} ({100 * a.accuracy:.0f}%)" for a in f.chosen)
         best = "-" if f.best_fixed is None else \
             f"{f.best_fixed[0]} n={f.best_fixed[1]} {100 * f.best_fixed[2]:.1f}%"
         flag = "" if f.feasible else " (target below the probe's cost)"

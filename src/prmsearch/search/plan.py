@@ -33,6 +33,7 @@ from typing import Any
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.search.protocol import strategy_spec
 from prmsearch.search.selection import Candidate, tally_candidates
+from prmsearch.search.strategies.sampling import SamplingConfig
 
 #: The plan file's format tag; a file with another tag is refused.
 PLAN_FORMAT = "prmsearch-plan/1"
@@ -46,6 +47,13 @@ PROBE_ARM = "probe"
 NOT_DELEGABLE = {"planner": "a planner cannot delegate to a planner",
                  "mcts": "mcts reads the children already in the tree and would take the probe's "
                          "samples for its own expansions"}
+
+
+def draws_samples(strategy: str) -> bool:
+    """Whether a strategy's candidates are independent whole solutions (the best-of-N family: its
+    config is a :class:`~prmsearch.search.strategies.sampling.SamplingConfig`), so that a
+    best-of-N-family arm after it can take them as its first samples instead of drawing anew."""
+    return issubclass(strategy_spec(strategy).config_cls, SamplingConfig)
 
 
 def leader_mass(candidates: Sequence[Candidate], samples: int) -> float:
@@ -142,6 +150,12 @@ class PlanArm:
         """Whether the arm searches beyond the probe (budget > 0)."""
         return self.budget > 0
 
+    def describe(self) -> str:
+        """The arm in words for tables: ``beam n=16, width=4``, or ``probe only`` (budget 0)."""
+        if not self.searches:
+            return "probe only"
+        return f"{self.strategy} n={self.budget}" + "".join(f", {k}={v}" for k, v in self.options)
+
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "budget": self.budget, "options": dict(self.options)}
 
@@ -230,13 +244,22 @@ class Plan:
         return self.probe if isinstance(self.probe, PlanArm) else None
 
     @property
+    def probe_draws_samples(self) -> bool:
+        """Whether the probe's candidates are whole solutions a best-of-N-family arm extends."""
+        arm = self.probe_arm
+        return arm is None or draws_samples(arm.strategy)
+
+    @property
+    def probe_budget(self) -> int:
+        """What the probe spends: its arm's budget, or its number of whole solutions."""
+        arm = self.probe_arm
+        return arm.budget if arm is not None else int(self.probe)  # type: ignore[arg-type]
+
+    @property
     def probe_text(self) -> str:
         """The probe in words, for tables and messages."""
         arm = self.probe_arm
-        if arm is None:
-            return f"{self.probe} whole solutions"
-        options = "".join(f", {k}={v}" for k, v in arm.options)
-        return f"{arm.strategy} n={arm.budget}{options}"
+        return f"{self.probe} whole solutions" if arm is None else arm.describe()
 
     def bin_of(self, feature: float) -> int:
         """The difficulty bin of a feature value (:func:`bin_index`)."""

@@ -47,7 +47,6 @@ from prmsearch.search.protocol import (
     SearchGenerator,
     make_strategy,
     register_strategy,
-    strategy_spec,
 )
 from prmsearch.search.selection import Selection, node_candidates, select
 from prmsearch.search.strategies.common import SearchConfig
@@ -111,9 +110,7 @@ class PlannerConfig(SearchConfig):
         plus the level's largest arm budget (``n`` itself names a mean compute, not a cap)."""
         plan = self.plan
         assert isinstance(plan, Plan)
-        probe = plan.probe_arm.budget if plan.probe_arm is not None else plan.probe
-        assert isinstance(probe, int)
-        return probe + max(arm.budget for arm in plan.level(self.n).arms)
+        return plan.probe_budget + max(arm.budget for arm in plan.level(self.n).arms)
 
 
 def probe_difficulty(tree: SearchTree, probe: list[int], plan: Plan) -> float:
@@ -132,13 +129,6 @@ def run_probe(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) ->
         (probe,) = yield Expand(((ROOT, plan.probe),), full_solution=True)
         return Choice(select(tree, probe, cfg.selection, cfg.aggregation), tuple(probe))
     return (yield from make_strategy(arm.strategy, n=arm.budget, **dict(arm.options)).start(tree, rng))
-
-
-def draws_samples(plan: Plan) -> bool:
-    """Whether the probe's candidates are independent whole solutions, which a best-of-N-family
-    arm can take as its first samples (a number ``k``, or a best-of-N-family probe arm)."""
-    arm = plan.probe_arm
-    return arm is None or issubclass(strategy_spec(arm.strategy).config_cls, SamplingConfig)
 
 
 def extend_probe(tree: SearchTree, probe: list[int], cfg: SamplingConfig) -> SearchGenerator:
@@ -172,7 +162,7 @@ def planner(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) -> S
     if not arm.searches:
         return Choice(probe_choice.node, probe_choice.candidates, report)
     delegate = make_strategy(arm.strategy, n=arm.budget, **dict(arm.options))
-    if isinstance(delegate.config, SamplingConfig) and draws_samples(plan):
+    if isinstance(delegate.config, SamplingConfig) and plan.probe_draws_samples:
         choice = yield from extend_probe(tree, probe, delegate.config)
     else:
         choice = yield from delegate.start(tree, rng)
