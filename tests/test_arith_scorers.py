@@ -54,7 +54,7 @@ def test_policy_confidence_flags_a_wrong_step():
     from prmsearch.arith.models import default_policy_path
     from prmsearch.scorers.confidence import policy_confidence
 
-    scorer = policy_confidence(str(default_policy_path()), device="cpu")
+    scorer = policy_confidence(str(default_policy_path()), device="cpu", aggregation="min")
     problem = PROBLEMS[0]
     gold = problem.gold_steps
     wrong = (gold[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")

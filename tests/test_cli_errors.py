@@ -21,7 +21,7 @@ CASES = [
     (["solve", Q, "--policy", "hf"], "--policy-backend hf"),
     (["solve", Q, "--policy-backend", "nope", "--policy", "x"], "--policy-backend 'nope'"),
     (["solve", Q, "--policy-backend", "hf"], "--policy MODEL"),
-    (["solve", Q, "--prm", "policy-confidence"], "--prm-family policy-confidence"),
+    (["solve", Q, "--prm", "qwen-prm"], "--prm-family qwen-prm"),
     (["solve", Q, "--prm", "not-a-scorer"], "--prm-family FAMILY"),
     (["solve", Q, "--prm", "/no/such/prm", "--prm-family", "qwen-prm"], "--prm '/no/such/prm'"),
     (["solve", Q, "--prm", "x", "--prm-family", "nope"], "--prm-family 'nope'"),
@@ -91,7 +91,7 @@ def test_bad_flag_values_are_one_line_errors(argv, names, capsys, tmp_path, monk
 
 
 @pytest.mark.parametrize(
-    "argv", [["solve", Q, "--policy", "/no/such/folder"], ["solve", Q, "--prm", "policy-confidence"]]
+    "argv", [["solve", Q, "--policy", "/no/such/folder"], ["solve", Q, "--prm", "qwen-prm"]]
 )
 def test_the_console_script_prints_no_traceback(argv):
     out = subprocess.run([sys.executable, "-m", "prmsearch.cli", *argv], capture_output=True, text=True)

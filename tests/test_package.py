@@ -115,5 +115,5 @@ def test_backend_names_that_cannot_load_are_clear_errors():
         resolve_policy("/no/such/folder")
     with pytest.raises(MissingModelError, match=r"needs a model"):
         resolve_policy("hf")
-    with pytest.raises(MissingModelError, match=r"scorer 'policy-confidence' needs a model"):
-        resolve_scorer("policy-confidence")
+    with pytest.raises(MissingModelError, match=r"scorer 'qwen-prm' needs a model"):
+        resolve_scorer("qwen-prm")

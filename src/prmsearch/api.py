@@ -9,7 +9,7 @@ from typing import Any
 
 from prmsearch.answers import AnswerMatcher
 from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
-from prmsearch.scorers.base import SCORERS, Scorer, make_scorer
+from prmsearch.scorers.base import SCORERS, NoScorer, Scorer, make_scorer
 from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, as_strategy
@@ -280,16 +280,18 @@ def solve(
 ) -> SearchResult:
     """Solve one question with search and return the answer, path, step scores, tree and ledger.
 
-    ``policy`` and ``scorer`` default to the embedded arithmetic models; ``n`` is the budget (None:
+    ``policy`` and ``scorer`` default to the embedded arithmetic models (no scorer at all for a
+    strategy that reads no scores, such as greedy); ``n`` is the budget (None:
     the strategy's own default, 16 for the searches and 1 for greedy); strategy options
     (``width=4``, ``aggregation="min"``, ...) pass through ``options``.
     """
     if not isinstance(strategy, BoundStrategy):
         strategy = as_strategy(strategy, {**({"n": n} if n is not None else {}), **options})
     bound = strategy
+    unscored = scorer is None and prm_family is None and not bound.needs_scores
     searcher = Searcher(
         resolve_policy(policy),
-        resolve_scorer(scorer, prm_family),
+        NoScorer() if unscored else resolve_scorer(scorer, prm_family),
         bound,
         sampling=sampling,
         max_depth=max_depth,

@@ -212,6 +212,20 @@ class SearchTree:
         text = self.step_text
         return tuple(text[i] for i in self.path(node))
 
+    def repeats_recent_step(self, node: int, window: int = 4) -> bool:
+        """Whether ``node``'s step text (spacing aside) equals one of the ``window`` steps before
+        it on its path: a model caught in a loop, whose path the driver ends."""
+        text = self.step_text[node].strip()
+        parent = self.parent
+        up = parent[node]
+        for _ in range(window):
+            if up <= ROOT:
+                return False
+            if self.step_text[up].strip() == text:
+                return True
+            up = parent[up]
+        return False
+
     def step_scores(self, node: int) -> np.ndarray:
         """PRM step scores along the path to ``node`` (float64)."""
         score = self.score

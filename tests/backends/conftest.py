@@ -166,9 +166,11 @@ FAMILY_DIRS = {
     "rlhflow": "rlhflow_dir",
     "skywork": "skywork_dir",
     "token-cls": "token_cls_dir",
+    "verifier": "policy_dir",  # any chat causal LM is a generative verifier
 }
 
-FAMILY_OPTIONS = {"token-cls": {"separator": "<sep>"}}
+#: The tiny tokenizer has no single-token "Yes"/"No": single bytes stand in for the verdicts.
+FAMILY_OPTIONS = {"token-cls": {"separator": "<sep>"}, "verifier": {"good": "Y", "bad": "N"}}
 
 
 @pytest.fixture(scope="session", params=sorted(FAMILY_DIRS))

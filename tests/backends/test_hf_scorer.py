@@ -217,3 +217,23 @@ def test_factories_and_num_parameters(qwen_prm_dir):
     s = hf.HFPRMScorer(qwen_prm_dir, "qwen-prm", device="cpu")
     assert s.config.family == "qwen-prm"
     assert s.num_parameters == sum(p.numel() for p in s.model.parameters())
+
+
+def test_verifier_asks_one_question_per_step_and_reads_before_each_answer(policy_dir):
+    scorer = make_scorer_for("verifier", policy_dir)
+    fmt = scorer.format
+    steps = ("7 + 5 = 12", "12 * 3 = 36")
+    ids, positions = scorer.encode(ScoreRequest("Start with 7. Add 5. Times 3?", steps))
+    assert len(positions) == 2 and all(ids[p + 1] == fmt.good_id for p in positions)
+    text = scorer.tokenizer.decode(ids)
+    assert "Problem:\nStart with 7." in text and text.count("Is step 2 correct? Answer Y or N.") == 1
+    assert "12 * 3 = 36" in scorer.tokenizer.decode(ids[positions[0] + 1 :])  # after the first answer
+    first_turn = scorer.tokenizer.decode(ids[: positions[0] + 1])
+    assert "12 * 3" not in first_turn and first_turn.endswith("assistant\n")
+
+
+def test_verifier_refuses_a_verdict_word_that_is_not_one_token(policy_dir):
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    with pytest.raises(ValueError, match=r"verifier: the positive verdict 'Yes' must be a single token"):
+        HFPRMScorer(policy_dir, "verifier", device="cpu")

@@ -61,7 +61,7 @@ def test_unknown_format_lists_known(bare_tok):
 
 
 def test_auto(tmp_path, chat_tok, bare_tok):
-    assert resolve_prompt_format("auto", chat_tok, tmp_path).name == "chat"
+    assert resolve_prompt_format("auto", chat_tok, tmp_path).name == "step-by-step"
     assert resolve_prompt_format("auto", bare_tok, tmp_path).name == "plain"
     write_settings(tmp_path, prompt_format="plain")
     assert resolve_prompt_format("auto", chat_tok, tmp_path).name == "plain"
@@ -72,7 +72,7 @@ def test_policy_auto_reads_prmsearch_json(policy_dir, tmp_path):
 
     folder = tmp_path / "m"
     shutil.copytree(policy_dir, folder)
-    assert HFPolicy(folder, device="cpu").prompt_format.name == "chat"  # has a chat template
+    assert HFPolicy(folder, device="cpu").prompt_format.name == "step-by-step"  # has a chat template
     write_settings(folder, prompt_format="plain")
     p = HFPolicy(folder, device="cpu")
     assert p.prompt_format.name == "plain"

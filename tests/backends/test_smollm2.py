@@ -27,7 +27,7 @@ def test_smollm2_generates_steps_through_its_chat_template():
     from prmsearch.policies.hf import HFPolicy
 
     policy = HFPolicy(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", device="cpu")
-    assert policy.prompt_format.name == "chat"
+    assert policy.prompt_format.name == "step-by-step"
     text = policy.prompt_text("What is 2+3?", ["First add."])
     assert "<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\nFirst add.\n\n" in text
     sp = SamplingParams(temperature=0.7, max_new_tokens=16)

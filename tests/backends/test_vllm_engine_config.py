@@ -49,3 +49,24 @@ def test_non_bool_is_rejected_naming_the_field(bad):
 def test_extra_may_not_repeat_enforce_eager():
     with pytest.raises(ValueError, match=r"extra repeats engine arguments \['enforce_eager'\]"):
         VLLMEngineConfig(model="m", extra={"enforce_eager": False})
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    ("fpu avx2 avx512f avx512_bf16", "bfloat16"),
+    ("fpu avx2 amx_bf16 amx_tile", "bfloat16"),
+    ("fpu avx2 fma", "float32"),
+])
+def test_the_cpu_dtype_follows_the_cpus_bf16_instructions(monkeypatch, tmp_path, flags, expected):
+    import builtins
+
+    import prmsearch.engines.vllm_engine as vllm_engine
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor : 0\nflags : {flags}\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(
+        info if path == "/proc/cpuinfo" else path, *a, **k))
+    assert vllm_engine.cpu_dtype() == expected
+    assert VLLMEngineConfig(model="m").engine_kwargs(on_gpu=False)["dtype"] == expected
+    assert VLLMEngineConfig(model="m").engine_kwargs(on_gpu=True)["dtype"] == "auto"
+    assert VLLMEngineConfig(model="m", dtype="bf16").engine_kwargs(on_gpu=False)["dtype"] == "bfloat16"

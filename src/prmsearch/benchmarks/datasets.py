@@ -16,7 +16,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +112,11 @@ class DatasetSpec:
     ``id_field`` name the row fields (no ``id_field``: ids are ``<name>/<0-based line index>``, stable
     when other rows are skipped);
     ``parse_answer`` turns the raw answer field into the gold string (GSM8K: text after ``####``);
-    ``split`` is the split the local file holds (None: any); ``hub_id`` / ``hub_config`` / ``hub_split`` say
-    where the Hub copy lives. ``loader(split, limit)``, when set, replaces file reading entirely.
+    ``split`` is the split the local file holds (None: any); ``other_splits`` names the local files
+    of further splits (GSM8K's train split, for labelling and training; its ids are
+    ``<name>-<split>/<line>``, so they never collide with the main split's); ``hub_id`` /
+    ``hub_config`` / ``hub_split`` say where the Hub copy lives. ``loader(split, limit)``, when
+    set, replaces file reading entirely.
     """
 
     name: str
@@ -124,6 +127,7 @@ class DatasetSpec:
     id_field: str | None = None
     parse_answer: Callable[[str], str] | None = None
     split: str | None = "test"
+    other_splits: tuple[tuple[str, str], ...] = ()
     hub_id: str | None = None
     hub_config: str | None = None
     hub_split: str = "test"
@@ -459,9 +463,14 @@ def load_dataset(
             config = spec.hub_config if hub_id == spec.hub_id else None
             problems = _rows_to_problems(_hub_rows(hub_id, config, hub_split), source=source, **options)
         else:
-            if split is not None and spec.split is not None and split != spec.split:
+            local = dict(spec.other_splits)
+            if split is not None and split in local:
+                spec = replace(spec, filename=local[split], split=split)
+                options["name"] = f"{spec.name}-{split}"
+            elif split is not None and spec.split is not None and split != spec.split:
+                known = ", ".join(repr(s) for s in (spec.split, *local))
                 raise ValueError(
-                    f"the local {spec.name!r} file holds the {spec.split!r} split, got split={split!r}; "
+                    f"the local {spec.name!r} files hold the {known} split(s), got split={split!r}; "
                     f"pass path='hub:{spec.hub_id or '<id>'}' to load other splits from the Hub"
                 )
             file = _resolve_file(spec, path)
@@ -509,6 +518,7 @@ for _spec in (
     DatasetSpec(
         "gsm8k", "GSM8K test split (Cobbe et al.); gold = the number after '####'",
         filename="gsm8k_test.jsonl", parse_answer=gsm8k_gold,
+        other_splits=(("train", "gsm8k_train.jsonl"),),
         hub_id="openai/gsm8k", hub_config="main", hub_split="test",
     ),
     DatasetSpec(

@@ -15,8 +15,10 @@ Schema (unknown keys are errors that name the key)::
     name: str                     # required
     description: str
     policy: {backend: vllm|hf|openai|sglang|<registered>, model: str, args: {...}}
-    prm: {backend: vllm|hf|vllm-server, family: qwen-prm|rlhflow|..., model: str, args: {...}}
+    prm: {backend: vllm|hf|vllm-server, family: qwen-prm|verifier|rlhflow|...|policy-confidence,
+          model: str, args: {...}}
                                   # vllm-server: model = the served name, args.base_url = the server
+                                  # policy-confidence: no model (the policy's own log-probabilities)
     sampling: {temperature, top_p, max_step_tokens, delimiter}
     search: {max_depth, chunk}
     dataset: {name, path, split, limit, shuffle_seed}
@@ -27,6 +29,7 @@ Schema (unknown keys are errors that name the key)::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,8 @@ PRM_BACKENDS = ("hf", "vllm", "vllm-server")
 #: PRM families each scorer backend can run, and the scorer name that builds them.
 _VLLM_SCORERS = {"qwen-prm": "vllm-qwen-prm"}
 _SERVER_SCORERS = {"qwen-prm": "vllm-server"}  # the PRM on a vLLM pooling server (another host)
+#: Scorers that are not a PRM family and need no model (they may take one): given as ``prm.family``.
+MODEL_FREE_SCORERS = ("policy-confidence",)
 _TOP_KEYS = {"name", "description", "policy", "prm", "sampling", "search", "dataset", "strategies",
              "budgets", "seeds"}
 _SECTION_KEYS = {
@@ -82,13 +87,14 @@ class BackendSpec:
     Attributes:
         backend: policy backend (``hf``, ``vllm``, ``openai``, ``sglang``, ...) or PRM backend
             (``hf``, ``vllm``, ``vllm-server``).
-        model: model folder or Hub id (for ``openai`` and ``vllm-server``: the served model name).
+        model: model folder or Hub id (for ``openai`` and ``vllm-server``: the served model name;
+            None for a model-free scorer such as ``policy-confidence``).
         family: PRM family (PRM specs only), never guessed from the model name.
         args: keyword arguments of the backend (engine arguments, prompt format, base URL...).
     """
 
     backend: str
-    model: str
+    model: str | None
     family: str | None = None
     args: Mapping[str, Any] = field(default_factory=dict)
 
@@ -126,6 +132,8 @@ class Recipe:
         args = dict(self.prm.args)
         if self.prm.backend == "vllm-server":
             args["family"] = self.prm.family
+        if self.prm.model is None:
+            return make_scorer(self.prm.scorer_name(), **args)
         return make_scorer(self.prm.scorer_name(), model=self.prm.model, **args)
 
     def build_backends(self):
@@ -145,9 +153,17 @@ def _section(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
 
 def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
     backend, model = data.get("backend"), data.get("model")
+    if isinstance(model, str) and model.startswith(("~", "$")):  # a folder under the home or a variable
+        model = os.path.expandvars(os.path.expanduser(model))
     args = data.get("args") or {}
     if not isinstance(args, Mapping):
         raise RecipeError(f"{source}: {what}.args must be a mapping, got {type(args).__name__}")
+    if what == "prm" and data.get("family") in MODEL_FREE_SCORERS:
+        if backend not in (None, "hf"):
+            raise RecipeError(f"{source}: prm.family {data['family']!r} runs in process; drop prm.backend "
+                              f"(or say hf), got {backend!r}")
+        given = model if isinstance(model, str) and model else None
+        return BackendSpec("hf", given, data["family"], dict(args))
     if not isinstance(model, str) or not model:
         raise RecipeError(f"{source}: {what}.model must be a model folder or Hub id, got {model!r}")
     known = _known_args(what, str(backend)) if backend in POLICY_BACKENDS + PRM_BACKENDS else None
@@ -247,6 +263,8 @@ def parse_recipe(data: Any, source: str = "<recipe>", base_dir: Path | None = No
         "policy_backend": policy.backend,
         "prm": prm.model,
         "prm_family": prm.family,
+        "policy_args": dict(policy.args),
+        "prm_args": dict(prm.args),
         "options": options,
         **{k: v for k, v in sampling.items()},
         **({"max_depth": search["max_depth"]} if "max_depth" in search else {}),

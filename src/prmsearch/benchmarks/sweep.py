@@ -132,10 +132,14 @@ class FailureStreak:
 def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
     """The policy and scorer of a sweep, loaded once."""
     if config.policy_backend and config.policy:
-        policy = make_policy(config.policy_backend, model=config.policy)
+        policy = make_policy(config.policy_backend, model=config.policy, **config.policy_args)
     else:
-        policy = resolve_policy(config.policy)
-    return policy, resolve_scorer(config.prm, config.prm_family)
+        policy = resolve_policy(config.policy, **config.policy_args)
+    if config.prm is None and config.prm_family is not None:  # a model-free scorer, e.g. policy-confidence
+        from prmsearch.scorers.base import make_scorer
+
+        return policy, make_scorer(config.prm_family, **config.prm_args)
+    return policy, resolve_scorer(config.prm, config.prm_family, **config.prm_args)
 
 
 def make_searcher(

@@ -50,6 +50,8 @@ class SweepConfig:
         budgets: values of each strategy's ``n``; ``greedy`` runs once, at budget 1.
         seeds: run seeds; a problem's seed derives from the run seed and its question.
         policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
+        policy_args, prm_args: the backends' own keyword arguments (prompt format, dtype, engine
+            settings, a scorer's aggregation...): they change the rows, so they are recorded.
         temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
         options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
             DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
@@ -85,6 +87,8 @@ class SweepConfig:
     policy_backend: str | None = None
     prm: str | None = None
     prm_family: str | None = None
+    policy_args: dict[str, Any] = field(default_factory=dict)
+    prm_args: dict[str, Any] = field(default_factory=dict)
     temperature: float = 0.8
     top_p: float = 1.0
     max_step_tokens: int = 256
@@ -187,6 +191,9 @@ class SweepConfig:
             del data["share_bon_samples"]
         for name in ("question_field", "answer_field", "id_field"):
             if data[name] is None:  # likewise for the field names
+                del data[name]
+        for name in ("policy_args", "prm_args"):
+            if not data[name]:  # and for the backends' arguments
                 del data[name]
         del data["max_consecutive_failures"]  # operational: a resume may change it
         del data["overlap"]  # likewise: the rows do not depend on it

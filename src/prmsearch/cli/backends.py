@@ -50,7 +50,25 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prm", default=None, help="scorer name or PRM model path/Hub id (default: embedded)"
     )
-    parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    parser.add_argument("--prm-family", default=None,
+                        help="PRM family of a model path, e.g. qwen-prm, or verifier (any instruct model)")
+    parser.add_argument(
+        "--prompt-format", default=None, metavar="NAME",
+        help="the policy's prompt format: auto (default: the folder's own, else step-by-step for chat "
+        "models), step-by-step, chat, plain, qwen25-math-cot, llama3-math",
+    )
+    parser.add_argument(
+        "--policy-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument of the policy backend, e.g. dtype=bfloat16, max_model_len=4096, "
+        "gpu_memory_utilization=0.5 (repeatable)",
+    )
+    parser.add_argument(
+        "--prm-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument of the scorer, e.g. aggregation=last (policy-confidence), dtype=bfloat16, "
+        "max_batch_tokens=8192 (repeatable)",
+    )
     add_prm_server_arguments(parser)
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default: 0.8)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (default: 1.0)")
@@ -103,9 +121,20 @@ def sampling_from_flags(args: argparse.Namespace) -> SamplingParams:
     return config_from_flags(SamplingParams, values, _SAMPLING_FLAGS)
 
 
-def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
-    """The policy of ``--policy`` (and ``--policy-backend``), or of another flag pair such as
-    ``--judge``/``--judge-backend``; a failure names the flag."""
+def policy_args_from_flags(args: argparse.Namespace) -> dict[str, object]:
+    """``--policy-arg`` pairs, with ``--prompt-format`` as the ``prompt_format`` argument."""
+    values = dict(getattr(args, "policy_arg", None) or [])
+    if getattr(args, "prompt_format", None) is not None:
+        values["prompt_format"] = args.prompt_format
+    return values
+
+
+def load_policy(name: str | None, backend: str | None, flag: str = "--policy",
+                kwargs: dict[str, object] | None = None):
+    """The policy of ``--policy`` (and ``--policy-backend``, with ``kwargs`` from ``--policy-arg``
+    and ``--prompt-format``), or of another flag pair such as ``--judge``/``--judge-backend``; a
+    failure names the flag."""
+    kwargs = dict(kwargs or {})
     backend_flag = f"{flag}-backend"
     if backend is not None:
         if not name:
@@ -113,7 +142,9 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
         with flag_context(backend_flag, backend):
             POLICIES.entry(backend)  # an unknown backend lists the known ones
     try:
-        return make_policy(backend, model=name) if backend is not None else resolve_policy(name)
+        if backend is not None:
+            return make_policy(backend, model=name, **kwargs)
+        return resolve_policy(name, **kwargs)
     except MissingModelError as exc:
         fix = f"pass {flag} MODEL {backend_flag} {name}"
         raise FlagError(flag, name, f"policy backend {name!r} needs a model: {fix}") from exc
@@ -125,9 +156,10 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy"):
 
 
 def load_scorer(name: str | None, family: str | None, url: str | None = None,
-                tokenizer: str | None = None):
-    """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-url``, ``--prm-tokenizer``); a
-    failure names the flag."""
+                tokenizer: str | None = None, kwargs: dict[str, object] | None = None):
+    """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-url``, ``--prm-tokenizer``, with
+    ``kwargs`` from ``--prm-arg``); a failure names the flag."""
+    kwargs = dict(kwargs or {})
     from prmsearch.scorers.base import SCORERS
 
     if url is not None:
@@ -146,7 +178,7 @@ def load_scorer(name: str | None, family: str | None, url: str | None = None,
         fix = "to load it as a PRM model also give --prm-family FAMILY (one of those names)"
         raise FlagError("--prm", name, f"not a registered scorer ({names}); {fix}")
     try:
-        return resolve_scorer(name, family)
+        return resolve_scorer(name, family, **kwargs)
     except MissingModelError as exc:
         fix = f"pass --prm MODEL --prm-family {name}"
         raise FlagError("--prm", name, f"scorer {name!r} needs a model: {fix}") from exc
@@ -218,9 +250,15 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     """A Searcher from parsed search flags (cheap checks first, then the models load)."""
     sampling = sampling_from_flags(args)
     strategy = strategy_from_flags(args)
-    policy = load_policy(args.policy, args.policy_backend)
-    scorer = load_scorer(args.prm, args.prm_family, getattr(args, "prm_url", None),
-                         getattr(args, "prm_tokenizer", None))
+    policy = load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
+    prm_url = getattr(args, "prm_url", None)
+    if args.prm is None and args.prm_family is None and prm_url is None and not strategy.needs_scores:
+        from prmsearch.scorers.base import NoScorer
+
+        scorer = NoScorer()  # greedy, self-consistency: no PRM to load
+    else:
+        scorer = load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
+                             kwargs=dict(args.prm_arg))
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 

@@ -17,6 +17,7 @@ from prmsearch.cli.backends import (
     add_backend_arguments,
     load_policy,
     load_scorer,
+    policy_args_from_flags,
     sampling_from_flags,
     set_threads,
 )
@@ -30,7 +31,8 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
-from prmsearch.search.protocol import strategy_spec
+from prmsearch.scorers.base import NoScorer
+from prmsearch.search.protocol import as_strategy, strategy_spec
 
 
 def bench_options(pairs: Sequence[tuple[str, object]], strategies: Sequence[str]) -> dict[str, dict]:
@@ -149,9 +151,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if getattr(args, name, None) is None:
             setattr(args, name, default)
     config = bench_config(args)
-    return _run_bench(args, config, lambda: (load_policy(config.policy, config.policy_backend),
-                                             load_scorer(config.prm, config.prm_family, args.prm_url,
-                                                         args.prm_tokenizer)))  # fmt: skip
+
+    def backends():
+        policy = load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
+        if config.prm is None and config.prm_family is None and not args.prm_url and not any(
+            as_strategy(name, {}).needs_scores for name in config.strategies
+        ):
+            return policy, NoScorer()  # greedy, self-consistency: no PRM to load
+        return policy, load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
+                                   kwargs=config.prm_args)
+
+    return _run_bench(args, config, backends)
 
 
 def bench_config(args: argparse.Namespace):
@@ -180,6 +190,8 @@ def bench_config(args: argparse.Namespace):
             policy_backend=args.policy_backend,
             prm=args.prm,
             prm_family=args.prm_family,
+            policy_args=policy_args_from_flags(args),
+            prm_args=dict(args.prm_arg),
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_step_tokens=sampling.max_new_tokens,
@@ -224,6 +236,11 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
         if value is not None:
             fix = f"the recipe {args.recipe} names its models and dataset; edit the recipe, or drop --recipe"
             raise FlagError(flag, value, fix)
+    for flag, value in (("--prompt-format", args.prompt_format), ("--policy-arg", args.policy_arg),
+                        ("--prm-arg", args.prm_arg)):
+        if value:
+            fix = f"the recipe {args.recipe} gives its backends' arguments (policy.args, prm.args); edit it"
+            raise FlagError(flag, _option_text(dict(value)) if isinstance(value, list) else value, fix)
     overrides: dict[str, Any] = {
         "max_consecutive_failures": args.max_consecutive_failures,
         "overlap": args.overlap,

@@ -50,6 +50,11 @@ def write_tree_file(result, path: str) -> None:
         write_tree_graph(result_graph(result), path)
 
 
+def score_text(score: float | None) -> str:
+    """A step score as printed: three decimals, or ``-`` for a step nothing scored."""
+    return "-" if score is None or score != score else f"{score:.3f}"
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     check_question(args.question)
     check_tree_flag(args)
@@ -62,7 +67,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(include_tree=args.tree == TREE_IN_JSON)))
     else:
         for i, (step, score) in enumerate(zip(result.steps, result.step_scores, strict=True), 1):
-            print(f"[{i}] ({score:.3f}) {step}")
+            print(f"[{i}] ({score_text(score)}) {step}")
         print(f"answer: {result.answer}")
         ledger = result.ledger
         print(

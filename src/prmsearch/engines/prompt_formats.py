@@ -1,8 +1,10 @@
 """Prompt formats: how a question and the steps taken so far become the policy's input text.
 
-A format is chosen by name from a small registry (``plain``, ``chat``, ``qwen25-math-cot``,
-``llama3-math``) or with ``"auto"`` (see :func:`resolve_prompt_format`). Every format ends with
-the steps joined as ``"".join(step + delimiter for step in steps)`` so that a step's
+A format is chosen by name from a small registry (``plain``, ``chat``, ``step-by-step``,
+``qwen25-math-cot``, ``llama3-math``) or with ``"auto"`` (:func:`resolve_prompt_format`):
+chat models get ``step-by-step``, whose system prompt asks for steps separated by blank lines
+and the answer in ``\\boxed{}``, so a search can cut their steps and grade their answers.
+Every format ends with the steps joined as ``"".join(step + delimiter for step in steps)`` so that a step's
 continuation is exactly what the model would have generated after it.
 """
 
@@ -17,6 +19,14 @@ from typing import Any
 from prmsearch.registry import Registry
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+
+#: The default for chat models: a search needs steps it can cut, so ask for one step per paragraph
+#: with a blank line between steps, and for the final answer where the graders look for it.
+STEP_BY_STEP_SYSTEM = (
+    "Solve the problem step by step. Write each step as one short paragraph that does one "
+    "calculation, and separate the steps with a blank line. Finish with the final answer in "
+    "\\boxed{}."
+)
 
 LLAMA3_MATH_SYSTEM = (
     "Solve the following math problem efficiently and clearly:\n\n"
@@ -103,6 +113,7 @@ def get_prompt_format(name: str) -> PromptFormat:
 for _fmt in (
     PromptFormat("plain", system=None, chat=False, add_special_tokens=True),
     PromptFormat("chat", system=None),
+    PromptFormat("step-by-step", system=STEP_BY_STEP_SYSTEM),
     PromptFormat("qwen25-math-cot", system=QWEN_MATH_SYSTEM),
     PromptFormat("llama3-math", system=LLAMA3_MATH_SYSTEM),
 ):
@@ -125,7 +136,7 @@ def resolve_prompt_format(name: str, tokenizer: Any, model_dir: str | Path | Non
     """Resolve ``name`` (or ``"auto"``) to a format.
 
     ``auto``: the ``prompt_format`` named in the model folder's ``prmsearch.json``; else
-    ``chat`` when the tokenizer has a chat template; else ``plain``. Chat formats are checked
+    ``step-by-step`` when the tokenizer has a chat template; else ``plain``. Chat formats are checked
     against the tokenizer here, so a missing template fails at load time.
     """
     if name == "auto":
@@ -133,7 +144,7 @@ def resolve_prompt_format(name: str, tokenizer: Any, model_dir: str | Path | Non
         if "prompt_format" in settings:
             name = settings["prompt_format"]
         elif getattr(tokenizer, "chat_template", None):
-            name = "chat"
+            name = "step-by-step"
         else:
             name = "plain"
     fmt = get_prompt_format(name)

@@ -188,7 +188,8 @@ def run_arith_engine(cfg: ArithEngineConfig) -> EngineFigures:
 
     policy = make_policy("arith")
     if cfg.scorer == "policy-confidence":
-        scorer = make_scorer("policy-confidence", model=str(default_policy_path()), device="cpu")
+        scorer = make_scorer("policy-confidence", model=str(default_policy_path()), device="cpu",
+                             aggregation="min")
     else:
         scorer = make_scorer(cfg.scorer)
 

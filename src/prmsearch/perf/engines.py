@@ -85,7 +85,8 @@ def _scorer(policy_dir: Path) -> tuple[Any, str]:
     try:
         prm = default_prm_path()
     except ShippedModelError:
-        return make_scorer("policy-confidence", model=str(policy_dir), device="cpu"), "policy-confidence"
+        scorer = make_scorer("policy-confidence", model=str(policy_dir), device="cpu", aggregation="min")
+        return scorer, "policy-confidence"
     return make_scorer("qwen-prm", model=str(prm), device="cpu"), f"shipped PRM ({prm})"
 
 

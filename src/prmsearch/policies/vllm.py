@@ -19,8 +19,8 @@ Step cutting follows the transformers backend exactly: the generated ids are dec
 step ends at the first delimiter after non-blank text (:func:`find_step_end`), and the step
 keeps the fewest tokens covering its text (:func:`cut_at`); the delimiter token and EOS are
 generated (and charged) but not part of ``token_ids`` or ``logprob``. vLLM stops at the first
-occurrence of the delimiter, even before any text; such blank samples are continued from
-where they stopped (same seed stream) until they hold a step.
+occurrence of the delimiter, even before any text or after a heading alone; such samples are
+continued from where they stopped (same seed stream) until they hold a complete step.
 
 Finish reasons: a stop-string stop is ``STEP``, EOS (or another stop token) is ``EOS``, the
 token limit or the end of the context is ``LENGTH``. Whole-solution requests
@@ -58,7 +58,7 @@ from prmsearch.policies.base import (
 from prmsearch.policies.vllm_output import is_blank_step, step_output
 
 SEED_MASK = (1 << 62) - 1  # vLLM adds the sample index to a request's seed; stay inside int64
-BLANK_RETRIES = 2
+BLANK_RETRIES = 4  # continuations of a sample whose step is not complete yet
 
 
 @dataclass
@@ -231,7 +231,7 @@ class VLLMPolicy:
             ]
 
     def _blank(self, p: _Prepared, s: _Sample) -> bool:
-        """A sample that stopped at the delimiter before any non-blank text."""
+        """A sample that stopped at a delimiter before its step was complete."""
         if not p.request.stop_at_step or not isinstance(s.stop, str) or len(s.ids) >= p.max_new:
             return False
         return is_blank_step(self.tokenizer, s.ids, p.request.sampling.delimiter)

@@ -2,7 +2,8 @@
 
 Shared by the vLLM, OpenAI-compatible and SGLang backends so that all of them cut steps exactly
 as the transformers backend does: the generated ids are decoded, the step ends at the first
-delimiter after non-blank text (:func:`~prmsearch.policies.stopping.find_step_end`) and keeps
+delimiter that ends a complete step (:func:`~prmsearch.policies.stopping.find_step_end`; an
+engine that stopped at a delimiter inside an unfinished step is cut there all the same) and keeps
 the fewest tokens covering its text (:func:`~prmsearch.policies.stopping.cut_at`); a trailing
 EOS token is dropped. Those tokens are still generated (and charged), but they are not part of
 ``token_ids``, ``token_logprobs`` or ``logprob``.
@@ -51,6 +52,8 @@ def step_output(
     text = decode(tokenizer, ids)
     if stop_at_step:
         end = find_step_end(text, delimiter)
+        if end < 0 and stopped:  # stopped at a delimiter inside an unfinished step: cut there anyway
+            end = find_step_end(text, delimiter, complete=False)
         if end >= 0:
             n = cut_at(tokenizer, ids, end, text).n_tokens
             return _kept(text[:end], ids[:n], lps[:n], Finish.STEP)
@@ -65,6 +68,7 @@ def _kept(text: str, ids: list[int], logprobs: tuple[float, ...], finish: Finish
 
 
 def is_blank_step(tokenizer: Any, ids: Sequence[int], delimiter: str) -> bool:
-    """A sample stopped at the delimiter before any non-blank text (engines that stop at the
-    first occurrence of a stop string produce these; the caller continues them)."""
+    """A sample stopped at a delimiter before its step was complete (blank so far, a heading
+    alone, an open code block; engines that stop at the first occurrence of a stop string
+    produce these; the caller continues them)."""
     return find_step_end(decode(tokenizer, list(ids)), delimiter) < 0

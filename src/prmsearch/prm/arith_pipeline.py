@@ -244,7 +244,7 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
     report["references"] = {
         "policy-confidence (no PRM)": cached(
             out / "eval-policy-confidence.json",
-            lambda: evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu")),
+            lambda: evaluate(PolicyConfidenceScorer(str(policy_dir), device="cpu", aggregation="min")),
         ),
         "exact checker (oracle)": cached(out / "eval-oracle.json", lambda: evaluate(CheckerScorer())),
     }
@@ -259,7 +259,9 @@ def run(policy_dir: Path, out: Path, cfg: PipelineConfig, log=print, base_dir: P
         ),
         "policy-confidence (no PRM)": cached(
             out / "test-policy-confidence.json",
-            lambda: search_figures(PolicyConfidenceScorer(str(policy_dir), device="cpu"), test),
+            lambda: search_figures(
+                PolicyConfidenceScorer(str(policy_dir), device="cpu", aggregation="min"), test
+            ),
         ),
         "exact checker (oracle)": cached(
             out / "test-oracle.json", lambda: search_figures(CheckerScorer(), test)

@@ -17,10 +17,16 @@ from prmsearch.registry import Registry
 
 @dataclass(frozen=True, slots=True)
 class ScoreRequest:
-    """Score every step of one (partial) solution to ``question``."""
+    """Score every step of one (partial) solution to ``question``.
+
+    ``token_logprobs``: the policy's own log-probability of each generated token, one tuple per
+    step (a whole solution's tokens may all sit on its last step). The driver fills it only for
+    a scorer whose ``reads_policy_logprobs`` attribute is true; other scorers get None.
+    """
 
     question: str
     steps: tuple[str, ...]
+    token_logprobs: tuple[tuple[float, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,19 @@ def check_scores(request: ScoreRequest, result: StepScores) -> list[float]:
         if total != total or min(values) < 0.0 or max(values) > 1.0:
             raise ValueError(f"step scores must be probabilities in [0, 1], got {values}")
     return values
+
+
+class NoScorer:
+    """The scorer of a search whose strategy reads no step scores (greedy, self-consistency):
+    nothing is loaded, nothing is charged, and a call is an error that names the fix."""
+
+    num_parameters = 0
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
+        if not requests:
+            return []
+        raise RuntimeError("this search was built without a PRM (its strategy reads no step scores); "
+                           "give a scorer (--prm, or scorer=...) to search with one that does")
 
 
 SCORERS: Registry[Scorer] = Registry("scorer")

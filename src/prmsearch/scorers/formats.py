@@ -19,6 +19,12 @@ Families and layouts:
 * ``skywork``: ``BOS + question + "\\n"``, then each step (newlines replaced by spaces)
   tokenised alone and followed by the ``"\\n"`` token; read at each step's ``"\\n"``;
   score = sigmoid of the value head.
+* ``verifier`` (a generative verifier: any instruct model, no PRM training): chat turns
+  (system = the checking instructions; user = the problem and step 1, then one user turn per
+  later step, each asking whether that step is correct; assistant = ``Yes``); read at the token
+  before each assistant answer (inserted as a token id, as in ``rlhflow``); score =
+  P(``Yes``) over {Yes, No}. Earlier steps stand answered ``Yes`` in the context of later ones,
+  so a path's input extends its parent's and the prefix KV of the parent is reused.
 * ``token-cls``: ``question + "\\n"`` (with the tokenizer's special tokens), then each step
   tokenised alone and followed by the separator token; read at each separator; score =
   softmax over the 2 labels, index ``positive_index``.
@@ -78,6 +84,26 @@ def check_positions(family: str, positions: list[int], steps: Sequence[str]) -> 
             f"{family}: found {len(positions)} step separators for {len(steps)} steps; "
             "the question or a step tokenised into the separator token"
         )
+
+
+def encode_answer_turns(tokenizer: Any, messages: list[dict[str, str]], mark: str, answer_id: int,
+                        family: str, steps: Sequence[str]) -> Encoded:
+    """Chat ``messages`` whose assistant turns hold ``mark``, as token ids: each mark becomes the
+    token ``answer_id``, and its step's score is read at the token before it (where the model
+    gives its answer). The marks are placed as ids, so no step text can shift them."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    pieces = text.split(mark)
+    check_positions(family, list(range(len(pieces) - 1)), steps)
+    ids: list[int] = []
+    positions: list[int] = []
+    for k, piece in enumerate(pieces):
+        ids.extend(tokenizer(piece, add_special_tokens=False)["input_ids"])
+        if k < len(pieces) - 1:
+            if not ids:
+                raise PRMInputError(f"{family}: chat template put an answer first")
+            positions.append(len(ids) - 1)
+            ids.append(answer_id)
+    return Encoded(ids, positions)
 
 
 #: Every PRM family by name: its format class (input layout and score read-out).
@@ -255,20 +281,53 @@ class RLHFlowFormat(PRMFormat):
             content = f"{question} {step}" if k == 0 else step
             messages.append({"role": "user", "content": content})
             messages.append({"role": "assistant", "content": self.MARK})
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=False)
-        pieces = text.split(self.MARK)
-        check_positions(self.family, list(range(len(pieces) - 1)), steps)
-        ids: list[int] = []
-        positions: list[int] = []
-        for k, piece in enumerate(pieces):
-            ids.extend(self.tokenizer(piece, add_special_tokens=False)["input_ids"])
-            if k < len(pieces) - 1:
-                if not ids:
-                    raise PRMInputError(f"{self.family}: chat template put a label first")
-                positions.append(len(ids) - 1)
-                ids.append(self.good_id)
-        return Encoded(ids, positions)
+        return encode_answer_turns(self.tokenizer, messages, self.MARK, self.good_id, self.family, steps)
+
+    def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        return torch.softmax(outputs[:, :2], dim=-1)[:, 0]
+
+
+VERIFIER_SYSTEM = (
+    "You check solutions to math word problems one step at a time. For each step, decide whether "
+    "it is correct: its reasoning fits the problem and the steps before it, and every calculation "
+    "in it is right. Answer with one word: Yes if the step is correct, No if it has any error."
+)
+
+
+@prm_family("generative verifier: any instruct model asked if each step is correct, P(Yes) over Yes/No")
+class VerifierFormat(PRMFormat):
+    """A generative verifier: one chat turn per step asking "is step k correct?"; P(Yes) read
+    where the assistant answers (an instruct model becomes a step scorer with no training)."""
+
+    family = "verifier"
+    head = "lm"
+    MARK: ClassVar[str] = "\u27e6prmsearch-verdict\u27e7"
+
+    def __init__(self, tokenizer: Any, system: str = VERIFIER_SYSTEM, good: str = "Yes",
+                 bad: str = "No") -> None:
+        require_chat_template(tokenizer, self.family)
+        self.tokenizer = tokenizer
+        self.system = system
+        self.good_id = single_token(tokenizer, good, self.family, "positive verdict")
+        self.bad_id = single_token(tokenizer, bad, self.family, "negative verdict")
+        self.label_ids = (self.good_id, self.bad_id)
+        self.separator_text = self.MARK
+        self.good, self.bad = good, bad
+
+    def _turn(self, k: int, step: str) -> str:
+        return f"Step {k}:\n{step}\n\nIs step {k} correct? Answer {self.good} or {self.bad}."
+
+    def encode(self, question: str, steps: Sequence[str]) -> Encoded:
+        messages: list[dict[str, str]] = [{"role": "system", "content": self.system}]
+        for k, step in enumerate(steps, 1):
+            content = self._turn(k, step)
+            if k == 1:
+                content = f"Problem:\n{question}\n\n{content}"
+            messages.append({"role": "user", "content": content})
+            messages.append({"role": "assistant", "content": self.MARK})
+        return encode_answer_turns(self.tokenizer, messages, self.MARK, self.good_id, self.family, steps)
 
     def probabilities(self, outputs: torch.Tensor) -> torch.Tensor:
         import torch

@@ -28,6 +28,7 @@ import numpy as np
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
+from prmsearch.policies.stopping import split_steps
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores, check_scores
 from prmsearch.search.aggregation import Aggregation, path_score
 from prmsearch.search.lanes import Lane
@@ -308,6 +309,7 @@ class Driver:
         self._canonical_forms: dict[str, str] = {}
         self._policy_cost = backend_cost(policy)
         self._scorer_cost = backend_cost(scorer)
+        self._scorer_reads_logprobs = bool(getattr(scorer, "reads_policy_logprobs", False))
         sampling = self.config.sampling
         self._full_sampling = SamplingParams(
             temperature=sampling.temperature,
@@ -749,7 +751,8 @@ class Driver:
                     new_steps = tuple(tree.step_text[i] for i in range(first, last + 1))
                     children.append(last)
                     spans.append((first, last))
-                    score_requests.append(ScoreRequest(question, request.steps + new_steps))
+                    path = request.steps + new_steps
+                    score_requests.append(self._score_request(tree, question, path, last))
                 reply.append(children)
                 continue
             parents.extend([node] * len(samples))
@@ -776,6 +779,7 @@ class Driver:
                 and depth[child] < max_depth
                 and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
                 and text.strip()
+                and not tree.repeats_recent_step(child)
             ):
                 continue
             self._classify(job, child, sample.finish)
@@ -787,18 +791,27 @@ class Driver:
             steps = request.steps
             for text in texts[child - first : child - first + k]:
                 path = paths[child] = (*steps, text)
-                score_requests.append(ScoreRequest(question, path))
+                score_requests.append(self._score_request(tree, question, path, child))
                 child += 1
         job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
         spans.extend((node, node) for node in range(first, first + len(parents)))
         self.stats.nodes += len(tree) - size_before
         return reply, spans, score_requests
 
+    def _score_request(self, tree: SearchTree, question: str, path: tuple[str, ...],
+                       node: int) -> ScoreRequest:
+        """The score request of the path ending at ``node``, with the policy's token
+        log-probabilities along it for a scorer that reads them."""
+        if not self._scorer_reads_logprobs:
+            return ScoreRequest(question, path)
+        lps = tree.token_logprobs
+        return ScoreRequest(question, path, tuple(lps[i] for i in tree.path(node)))
+
     def _add_chain(self, job: _Job, node: int, sample, delimiter: str) -> tuple[int, int]:
         """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
         the sample's tokens, their log-probabilities and its finish sit on the chain's last node."""
         tree = job.tree
-        pieces = [p for p in sample.text.split(delimiter) if p.strip()] or [""]
+        pieces = split_steps(sample.text, delimiter)
         inner = len(pieces) - 1
         first = len(tree)
         tree.add_steps(
@@ -820,10 +833,11 @@ class Driver:
         empty = not text.strip()
         at_max = tree.depth[node] >= cfg.max_depth and not whole_solution
         has_box = cfg.stop_on_answer and ("\\boxed" in text or "\\fbox" in text)
-        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box):
+        looped = not whole_solution and not empty and tree.repeats_recent_step(node)
+        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box or looped):
             return
         answer = extract_answer(cfg.sampling.delimiter.join(tree.path_steps(node)))
-        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max))
+        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max or looped))
         group = self._group(job, answer) if answer is not None else -1
         tree.mark_terminal(node, truncated=truncated, answer=answer, group=group)
 

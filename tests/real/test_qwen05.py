@@ -1,0 +1,55 @@
+"""The real Qwen2.5-Coder-0.5B-Instruct end to end on the transformers backend: its converted
+folder, the default step-by-step prompt, steps cut where a person would cut them, GSM8K answers
+graded, and the same model as a generative verifier that reuses each path's prefix."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+QUESTION = ("A shop sells pens at 3 dollars each. Tom buys 4 pens and pays with a 20 dollar bill. "
+            "How much change does he get?")
+
+
+@pytest.fixture(scope="module")
+def policy(qwen05_dir):
+    from prmsearch.policies.hf import HFPolicy
+
+    return HFPolicy(qwen05_dir, device="cpu", dtype="float32")
+
+
+def test_the_converted_folder_records_its_pinned_source(qwen05_dir):
+    marker = json.loads((qwen05_dir / "prmsearch-converted.json").read_text())
+    assert marker["sha256"] == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    assert (qwen05_dir / "model.safetensors").is_file() and (qwen05_dir / "chat_template.jinja").is_file()
+
+
+def test_greedy_search_answers_a_word_problem_in_boxed_steps(policy):
+    from prmsearch.api import Searcher
+    from prmsearch.benchmarks.grading import is_equivalent
+    from prmsearch.scorers.base import NoScorer
+
+    assert policy.prompt_format.name == "step-by-step"
+    result = Searcher(policy, NoScorer(), "greedy", max_depth=12)(QUESTION)
+    assert result.error is None and 2 <= len(result.steps) <= 12
+    assert all(step.strip() and not step.strip().endswith(":") for step in result.steps)
+    assert "\\boxed" in result.steps[-1] and is_equivalent(result.answer, "8")
+
+
+def test_the_model_as_a_verifier_scores_every_step_and_reuses_the_prefix(qwen05_dir):
+    from prmsearch.scorers.base import ScoreRequest
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    verifier = HFPRMScorer(qwen05_dir, "verifier", device="cpu", dtype="float32")
+    steps = ("Four pens cost 4 * 3 = 12 dollars.", "The change is 20 - 12 = 8 dollars. \\boxed{8}")
+    (full,) = verifier.score([ScoreRequest(QUESTION, steps)])
+    assert full.scores.shape == (2,) and np.all((full.scores > 0) & (full.scores < 1))
+    verifier.clear_caches()
+    (first,) = verifier.score([ScoreRequest(QUESTION, steps[:1])])
+    (grown,) = verifier.score([ScoreRequest(QUESTION, steps)])
+    assert grown.tokens_cached >= first.tokens_computed  # the first step's turn was not run again
+    np.testing.assert_allclose(grown.scores, full.scores, atol=2e-3)
