@@ -132,3 +132,17 @@ def test_search_votes_keep_exact_classes_together():
         ["1,000", "1000.0", "\\frac{2000}{2}", "1001", "\\sqrt{2}/2", "\\frac{\\sqrt2}{2}"]
     )
     assert labels == [0, 0, 0, 1, 2, 2]
+
+
+@pytest.mark.parametrize(("text", "answer"), [
+    ("She has 5 left.\n#### 5", "5"),
+    ("48 + 24 = 72 clips.\n\n####   72", "72"),
+    ("Natalia sold 72 clips. The answer is 72.", "72"),
+    ("Step 2: 48 + 24 = 72. \\boxed{72}", "72"),
+])
+def test_gsm8k_answers_are_read_from_a_box_a_marker_or_a_cue(text, answer):
+    assert extract_answer(text) == answer
+
+
+def test_a_gsm8k_marker_counts_only_at_a_line_start():
+    assert extract_answer("We write x #### 3 in the middle of a line") is None

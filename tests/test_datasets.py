@@ -125,8 +125,10 @@ def test_path_may_be_the_file_or_its_folder(monkeypatch: pytest.MonkeyPatch) -> 
 
 @needs_data
 def test_local_file_holds_one_split() -> None:
-    with pytest.raises(ValueError, match=r"holds the 'test' split.*hub:openai/gsm8k"):
-        load_dataset("gsm8k", split="train")
+    with pytest.raises(ValueError, match=r"hold the 'test', 'train' split\(s\).*hub:openai/gsm8k"):
+        load_dataset("gsm8k", split="validation")
+    with pytest.raises(ValueError, match=r"hold the 'test' split\(s\).*hub:HuggingFaceH4/MATH-500"):
+        load_dataset("math500", split="train")
 
 
 # --- registry and location errors (no data needed) ---

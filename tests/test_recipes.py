@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("yaml")
 
-from prmsearch.benchmarks.recipes import RecipeError, load_recipe, parse_recipe
+from prmsearch.benchmarks.recipes import MODEL_FREE_SCORERS, RecipeError, load_recipe, parse_recipe
 from prmsearch.benchmarks.sweep_config import SweepConfig
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
@@ -33,7 +33,8 @@ def test_recipe_resolves_to_a_valid_sweep(path):
     recipe = load_recipe(path)
     assert isinstance(recipe.sweep, SweepConfig)
     assert recipe.sweep.cells()  # every (strategy, budget, seed) builds its strategy config
-    assert recipe.policy.model and recipe.prm.model and recipe.prm.family
+    assert recipe.policy.model and recipe.prm.family
+    assert recipe.prm.model or recipe.prm.family in MODEL_FREE_SCORERS
     assert recipe.sweep.policy_backend == recipe.policy.backend
     assert recipe.sweep.prm_family == recipe.prm.family
     assert recipe.prm.scorer_name() in ("vllm-qwen-prm", "vllm-server", recipe.prm.family)

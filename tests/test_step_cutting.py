@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prmsearch.policies.base import Finish
-from prmsearch.policies.stopping import find_step_end, is_complete_step, split_steps
+from prmsearch.steps import find_step_end, is_complete_step, split_steps
 
 D = "\n\n"
 

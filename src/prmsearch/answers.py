@@ -10,8 +10,8 @@ Extraction, in order of preference:
    ``\\boxed{(2, 2)} \\text{ and } \\boxed{(6, 2)}`` gives ``(2, 2), (6, 2)``. A box that
    repeats the previous one adds nothing. Boxes separated by prose (``first \\boxed{1} then
    \\boxed{2}``) or of different shapes are separate statements: the last one is the answer.
-2. **A cue.** The text after the last "answer is" or "final answer:", up to the end of its
-   sentence or line, ``$`` signs removed.
+2. **A cue.** The text after the last "answer is", "final answer:" or GSM8K's ``####`` at a line
+   start, up to the end of its sentence or line, ``$`` signs removed.
 3. **Bare maths.** A response that is nothing but one maths span (``$9$``, ``$$...$$``,
    ``\\(...\\)``, ``\\[...\\]``) is its own answer. Inline maths in the middle of prose is not
    an answer (a search path that merely mentions ``$x = 3$`` has not answered).
@@ -33,7 +33,7 @@ from fractions import Fraction
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 #: Where a final answer is announced; the answer is what follows the last cue.
-_ANSWER_CUE = re.compile(r"answer is|final answer[*\s]*:", re.IGNORECASE)
+_ANSWER_CUE = re.compile(r"answer is|final answer[*\s]*:|^\s*####", re.IGNORECASE | re.MULTILINE)
 #: What follows a cue: the answer runs to the end of its sentence or line.
 _ANSWER_TAIL = re.compile(r"[:\s]*(.+?)(?:\.\s*$|\.\s+[A-Z]|\n|$)", re.IGNORECASE)
 #: How many cues, from the last, are tried before giving up (bounds the work on odd text).

@@ -169,8 +169,11 @@ FAMILY_DIRS = {
     "verifier": "policy_dir",  # any chat causal LM is a generative verifier
 }
 
-#: The tiny tokenizer has no single-token "Yes"/"No": single bytes stand in for the verdicts.
-FAMILY_OPTIONS = {"token-cls": {"separator": "<sep>"}, "verifier": {"good": "Y", "bad": "N"}}
+#: The tiny tokenizer has no single-token "Yes"/"No": single bytes stand in for the verdicts, and a
+#: short system prompt keeps the byte-level input inside the tiny model's 256 positions.
+FAMILY_OPTIONS = {"token-cls": {"separator": "<sep>"},
+                  "verifier": {"good": "Y", "bad": "N", "system": "Check.", "turn": "{step}",
+                               "problem": "{question}\n"}}
 
 
 @pytest.fixture(scope="session", params=sorted(FAMILY_DIRS))

@@ -220,7 +220,9 @@ def test_factories_and_num_parameters(qwen_prm_dir):
 
 
 def test_verifier_asks_one_question_per_step_and_reads_before_each_answer(policy_dir):
-    scorer = make_scorer_for("verifier", policy_dir)
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    scorer = HFPRMScorer(policy_dir, "verifier", device="cpu", format_options={"good": "Y", "bad": "N"})
     fmt = scorer.format
     steps = ("7 + 5 = 12", "12 * 3 = 36")
     ids, positions = scorer.encode(ScoreRequest("Start with 7. Add 5. Times 3?", steps))
@@ -237,3 +239,6 @@ def test_verifier_refuses_a_verdict_word_that_is_not_one_token(policy_dir):
 
     with pytest.raises(ValueError, match=r"verifier: the positive verdict 'Yes' must be a single token"):
         HFPRMScorer(policy_dir, "verifier", device="cpu")
+    with pytest.raises(ValueError, match=r"verifier: the turn template must contain \{step\}"):
+        HFPRMScorer(policy_dir, "verifier", device="cpu",
+                    format_options={"good": "Y", "bad": "N", "turn": "?"})

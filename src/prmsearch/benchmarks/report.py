@@ -147,7 +147,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
     lines = [
         f"Dataset `{summary['dataset']}`, {summary['n_problems']} problems.",
         "",
-        "| strategy | n | seed | accuracy | 95% CI | gen tokens | PRM tokens | FLOPs | wall s | errors |",
+        "| strategy | n | seed | accuracy | 95% CI | gen tokens | PRM tokens | FLOPs | latency s | errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     derived = False
@@ -167,6 +167,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
             "`--share-bon-samples`): accuracy and costs are exactly a real run's; wall time was not "
             "measured (-).",
         ]
+    lines += ["", "latency s: each problem's mean seconds from the start of its search to its answer, "
+              "while the other problems of its batch ran beside it (not compute seconds per problem)."]
     if summary.get("missing"):
         lines += ["", f"**Incomplete**: {missing_text(summary['missing'], summary['n_problems'])}."]
     return "\n".join(lines) + "\n"

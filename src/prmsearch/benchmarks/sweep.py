@@ -385,7 +385,10 @@ def _progress_bar(total: int, enabled: bool):
         from tqdm import tqdm
     except ImportError:
         return _NullBar()
-    return tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True, mininterval=0.5)
+    # smoothing=0: the rate since the start, not of the last few updates; a batched chunk finishes its
+    # problems in bursts, so the recent rate swings between zero and a burst and the estimate with it
+    return tqdm(total=total, file=sys.stderr, unit="problem", dynamic_ncols=True, mininterval=0.5,
+                smoothing=0)
 
 
 def timestamped_folder(root: str | Path, dataset: str) -> Path:

@@ -55,12 +55,36 @@ def score_text(score: float | None) -> str:
     return "-" if score is None or score != score else f"{score:.3f}"
 
 
+#: Seconds between the progress lines a long ``solve`` prints on stderr.
+PROGRESS_EVERY_S = 10.0
+
+
+def search_with_progress(searcher, question: str, every_s: float | None):
+    """``searcher(question)``; with ``every_s``, a line on stderr every ``every_s`` seconds saying
+    how far the search has come (a real model on a CPU can take minutes)."""
+    if every_s is None:
+        return searcher(question)
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    with searcher.session() as session:
+        future = session.submit(question)
+        while True:
+            try:
+                return future.result(timeout=every_s)
+            except FutureTimeout:
+                done = session.progress(future)
+                if done is not None:
+                    print(f"searching: {done.nodes - 1} steps, {done.generated_tokens} tokens generated, "
+                          f"{done.elapsed_s:.0f}s", file=sys.stderr, flush=True)
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     check_question(args.question)
     check_tree_flag(args)
     set_threads(args.threads)
     searcher = build_searcher(args)
-    result = searcher(args.question)
+    quiet = args.json or args.quiet
+    result = search_with_progress(searcher, args.question, None if quiet else PROGRESS_EVERY_S)
     if args.tree not in (None, TREE_IN_JSON):
         write_tree_file(result, args.tree)
     if args.json:
@@ -104,6 +128,10 @@ def _add_solve(sub) -> None:
     add_strategy_arguments(solve)
     add_backend_arguments(solve)
     solve.add_argument("--json", action="store_true", help="print one JSON object")
+    solve.add_argument(
+        "--quiet", "-q", action="store_true",
+        help=f"no progress lines on stderr (printed every {PROGRESS_EVERY_S:.0f}s of a long search)",
+    )
     solve.add_argument(
         "--tree", nargs="?", const=TREE_IN_JSON, default=None, metavar="FILE",
         help="write the search tree to FILE: node-link JSON (.json, or gzip-compressed .json.gz; "

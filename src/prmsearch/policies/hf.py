@@ -79,7 +79,9 @@ class HFPolicyConfig:
         prefix_cache_tokens: bound on tokens whose KV the prefix cache keeps; 0 disables reuse.
         prefix_cache_device: where cached KV lives (``None`` = the model's device; ``"cpu"``
             saves accelerator memory at the cost of copies).
-        gguf_file: file name of a GGUF checkpoint inside ``model`` (dequantised on load).
+        gguf_file: file name of a GGUF checkpoint inside ``model``, dequantised at every load (about
+            a minute for a 0.5B model on two cores); convert it once into a folder instead with
+            :func:`prmsearch.engines.gguf.convert_gguf` (or ``scripts/fetch_real_models.py``).
         attn_implementation: passed to ``from_pretrained`` (``"sdpa"`` or ``"eager"``; flash
             attention does not support the padded-hole layout used here).
         compact_fraction: drop finished rows from a decode batch once this fraction of it

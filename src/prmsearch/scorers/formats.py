@@ -295,6 +295,11 @@ VERIFIER_SYSTEM = (
     "in it is right. Answer with one word: Yes if the step is correct, No if it has any error."
 )
 
+#: One step's user turn ({k}: its number, {step}: its text, {good}/{bad}: the verdict words).
+VERIFIER_TURN = "Step {k}:\n{step}\n\nIs step {k} correct? Answer {good} or {bad}."
+#: What comes before the first step's turn ({question}: the problem).
+VERIFIER_PROBLEM = "Problem:\n{question}\n\n"
+
 
 @prm_family("generative verifier: any instruct model asked if each step is correct, P(Yes) over Yes/No")
 class VerifierFormat(PRMFormat):
@@ -306,25 +311,28 @@ class VerifierFormat(PRMFormat):
     MARK: ClassVar[str] = "\u27e6prmsearch-verdict\u27e7"
 
     def __init__(self, tokenizer: Any, system: str = VERIFIER_SYSTEM, good: str = "Yes",
-                 bad: str = "No") -> None:
+                 bad: str = "No", turn: str = VERIFIER_TURN, problem: str = VERIFIER_PROBLEM) -> None:
         require_chat_template(tokenizer, self.family)
+        for name, text, fields in (("turn", turn, ("{step}",)), ("problem", problem, ("{question}",))):
+            if not all(f in text for f in fields):
+                raise ValueError(f"{self.family}: the {name} template must contain {', '.join(fields)}, "
+                                 f"got {text!r}")
         self.tokenizer = tokenizer
         self.system = system
+        self.turn, self.problem = turn, problem
         self.good_id = single_token(tokenizer, good, self.family, "positive verdict")
         self.bad_id = single_token(tokenizer, bad, self.family, "negative verdict")
         self.label_ids = (self.good_id, self.bad_id)
         self.separator_text = self.MARK
         self.good, self.bad = good, bad
 
-    def _turn(self, k: int, step: str) -> str:
-        return f"Step {k}:\n{step}\n\nIs step {k} correct? Answer {self.good} or {self.bad}."
-
     def encode(self, question: str, steps: Sequence[str]) -> Encoded:
         messages: list[dict[str, str]] = [{"role": "system", "content": self.system}]
         for k, step in enumerate(steps, 1):
-            content = self._turn(k, step)
+            content = self.turn.replace("{k}", str(k)).replace("{good}", self.good) \
+                .replace("{bad}", self.bad).replace("{step}", step)
             if k == 1:
-                content = f"Problem:\n{question}\n\n{content}"
+                content = self.problem.replace("{question}", question) + content
             messages.append({"role": "user", "content": content})
             messages.append({"role": "assistant", "content": self.MARK})
         return encode_answer_turns(self.tokenizer, messages, self.MARK, self.good_id, self.family, steps)

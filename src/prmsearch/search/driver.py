@@ -28,7 +28,6 @@ import numpy as np
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, SamplingParams
-from prmsearch.policies.stopping import split_steps
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores, check_scores
 from prmsearch.search.aggregation import Aggregation, path_score
 from prmsearch.search.lanes import Lane
@@ -36,6 +35,7 @@ from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand
 from prmsearch.search.selection import Vote, tally
 from prmsearch.seeding import mix_seed
+from prmsearch.steps import split_steps
 from prmsearch.tree import ROOT, SearchTree
 
 #: how problems move through the backends (see `RunConfig.schedule`)
