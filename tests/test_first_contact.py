@@ -70,8 +70,10 @@ def test_a_recipe_takes_policy_confidence_without_a_model():
     recipe = parse_recipe({
         "name": "t", "policy": {"backend": "vllm", "model": "some/model"},
         "prm": {"family": "policy-confidence", "args": {"aggregation": "last"}},
+        "search": {"share_bon_samples": True},
         "strategies": {"best_of_n": {}}, "budgets": [4],
     })
     assert recipe.prm.model is None and recipe.sweep.prm_family == "policy-confidence"
+    assert recipe.sweep.share_bon_samples and recipe.sweep.prm_args == {"aggregation": "last"}
     scorer = recipe.build_scorer()
     assert isinstance(scorer, PolicyLogprobScorer) and scorer.aggregation == "last"

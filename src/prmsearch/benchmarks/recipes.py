@@ -20,7 +20,7 @@ Schema (unknown keys are errors that name the key)::
                                   # vllm-server: model = the served name, args.base_url = the server
                                   # policy-confidence: no model (the policy's own log-probabilities)
     sampling: {temperature, top_p, max_step_tokens, delimiter}
-    search: {max_depth, chunk}
+    search: {max_depth, chunk, share_bon_samples}   # share: best-of-N-family siblings reuse samples
     dataset: {name, path, split, limit, shuffle_seed}
     strategies: {<strategy>: {<option>: value}}   # e.g. beam: {aggregation: last}
     budgets: [4, 16, 64, 256]
@@ -50,7 +50,7 @@ _SECTION_KEYS = {
     "policy": {"backend", "model", "args"},
     "prm": {"backend", "family", "model", "args"},
     "sampling": {"temperature", "top_p", "max_step_tokens", "delimiter"},
-    "search": {"max_depth", "chunk"},
+    "search": {"max_depth", "chunk", "share_bon_samples"},
     "dataset": {"name", "path", "split", "limit", "shuffle_seed"},
 }
 
@@ -269,6 +269,7 @@ def parse_recipe(data: Any, source: str = "<recipe>", base_dir: Path | None = No
         **{k: v for k, v in sampling.items()},
         **({"max_depth": search["max_depth"]} if "max_depth" in search else {}),
         **({"chunk": search["chunk"]} if "chunk" in search else {}),
+        **({"share_bon_samples": search["share_bon_samples"]} if "share_bon_samples" in search else {}),
     }
     if "budgets" in data:
         kwargs["budgets"] = tuple(data["budgets"])
