@@ -164,24 +164,16 @@ def on_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
-#: On a CPU with at most this many cores vLLM's engine gets them all: by default it keeps one
-#: core away from its OpenMP threads, which halves a 2-core machine (26.8 against 46.4 tokens/s
-#: for the 0.5B Qwen2.5 over 32 GSM8K prompts, measured side by side here).
-SMALL_CPU_CORES = 4
-
-
 def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
     """A ``vllm.LLM`` for ``cfg``; ``more`` adds engine arguments (e.g. ``runner="pooling"``).
 
-    On a small CPU machine (:data:`SMALL_CPU_CORES`) ``VLLM_CPU_NUM_OF_RESERVED_CPU`` defaults
-    to 0 unless it is set already."""
+    On CPU vLLM keeps one core away from its OpenMP threads. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``
+    gives it back (26.8 -> 46.4 tokens/s for the 0.5B Qwen2.5 on 2 cores, measured side by side
+    with ``scripts/bench_vllm_cpu.py``), but with two threads the engine's sums depend on which
+    requests share a batch, so a search's rows then differ between schedules (rounds / async);
+    it is left to the user, never set here."""
     require_vllm()
-    import os
-
     from vllm import LLM
-
-    if not on_gpu() and (os.cpu_count() or 1) <= SMALL_CPU_CORES:
-        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
     kwargs = cfg.engine_kwargs(on_gpu=on_gpu())
     kwargs.update(more)
