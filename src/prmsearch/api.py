@@ -74,9 +74,12 @@ def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
 def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwargs: Any) -> Scorer:
     """A scorer object as is; a registered name; otherwise a model path for PRM ``family``.
 
-    ``None`` means the embedded default PRM. A model path needs ``family`` (e.g. "qwen-prm"):
-    the family is never guessed from the model's name.
+    ``None`` means the embedded default PRM, or with a ``family`` that scorer without a model
+    (e.g. ``policy-confidence``). A model path needs ``family`` (e.g. "qwen-prm"): the family is
+    never guessed from the model's name.
     """
+    if scorer is None and family is not None:
+        scorer, family = family, None  # a scorer named by its family alone (it may need no model)
     if scorer is None:
         return make_scorer("arith", **kwargs)
     if isinstance(scorer, str):
@@ -101,6 +104,13 @@ def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwa
         _check_model_path(scorer, "scorer", SCORERS.names())
         return make_scorer(family, model=scorer, **kwargs)
     return scorer
+
+
+def reads_no_scores(strategies: Sequence[BoundStrategy], *named: object) -> bool:
+    """Whether a search needs no scorer at all: nothing in ``named`` (the scorer, family or
+    server the caller was given) is set, and no strategy reads step scores (greedy,
+    self-consistency), so no PRM is loaded and :class:`NoScorer` stands in."""
+    return all(value is None for value in named) and not any(s.needs_scores for s in strategies)
 
 
 def check_questions(questions: Sequence[str]) -> None:
@@ -288,10 +298,9 @@ def solve(
     if not isinstance(strategy, BoundStrategy):
         strategy = as_strategy(strategy, {**({"n": n} if n is not None else {}), **options})
     bound = strategy
-    unscored = scorer is None and prm_family is None and not bound.needs_scores
     searcher = Searcher(
         resolve_policy(policy),
-        NoScorer() if unscored else resolve_scorer(scorer, prm_family),
+        NoScorer() if reads_no_scores([bound], scorer, prm_family) else resolve_scorer(scorer, prm_family),
         bound,
         sampling=sampling,
         max_depth=max_depth,

@@ -66,7 +66,11 @@ def test_the_cpu_dtype_follows_the_cpus_bf16_instructions(monkeypatch, tmp_path,
     real_open = builtins.open
     monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(
         info if path == "/proc/cpuinfo" else path, *a, **k))
-    assert vllm_engine.cpu_dtype() == expected
-    assert VLLMEngineConfig(model="m").engine_kwargs(on_gpu=False)["dtype"] == expected
-    assert VLLMEngineConfig(model="m").engine_kwargs(on_gpu=True)["dtype"] == "auto"
+    half = tmp_path / "bf16-model"
+    half.mkdir()
+    (half / "config.json").write_text('{"dtype": "bfloat16"}')
+    assert vllm_engine.cpu_dtype(str(half)) == expected
+    assert VLLMEngineConfig(model=str(half)).engine_kwargs(on_gpu=False)["dtype"] == expected
+    assert VLLMEngineConfig(model=str(half)).engine_kwargs(on_gpu=True)["dtype"] == "auto"
+    assert VLLMEngineConfig(model="hub/id").engine_kwargs(on_gpu=False)["dtype"] == "float32"
     assert VLLMEngineConfig(model="m", dtype="bf16").engine_kwargs(on_gpu=False)["dtype"] == "bfloat16"

@@ -135,10 +135,6 @@ def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
         policy = make_policy(config.policy_backend, model=config.policy, **config.policy_args)
     else:
         policy = resolve_policy(config.policy, **config.policy_args)
-    if config.prm is None and config.prm_family is not None:  # a model-free scorer, e.g. policy-confidence
-        from prmsearch.scorers.base import make_scorer
-
-        return policy, make_scorer(config.prm_family, **config.prm_args)
     return policy, resolve_scorer(config.prm, config.prm_family, **config.prm_args)
 
 

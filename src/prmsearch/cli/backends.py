@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from prmsearch.api import MissingModelError, Searcher, resolve_policy, resolve_scorer
+from prmsearch.api import MissingModelError, Searcher, reads_no_scores, resolve_policy, resolve_scorer
 from prmsearch.cli.errors import (
     _BAD_VALUE,
     FlagError,
@@ -252,7 +252,7 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     strategy = strategy_from_flags(args)
     policy = load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
     prm_url = getattr(args, "prm_url", None)
-    if args.prm is None and args.prm_family is None and prm_url is None and not strategy.needs_scores:
+    if reads_no_scores([strategy], args.prm, args.prm_family, prm_url):
         from prmsearch.scorers.base import NoScorer
 
         scorer = NoScorer()  # greedy, self-consistency: no PRM to load

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.api import reads_no_scores
 from prmsearch.benchmarks.planning import plan_option
 from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.cli.backends import (
@@ -154,9 +155,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     def backends():
         policy = load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
-        if config.prm is None and config.prm_family is None and not args.prm_url and not any(
-            as_strategy(name, {}).needs_scores for name in config.strategies
-        ):
+        strategies = [as_strategy(name, {}) for name in config.strategies]
+        if reads_no_scores(strategies, config.prm, config.prm_family, args.prm_url):
             return policy, NoScorer()  # greedy, self-consistency: no PRM to load
         return policy, load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
                                    kwargs=config.prm_args)

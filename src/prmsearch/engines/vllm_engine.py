@@ -29,10 +29,11 @@ class VLLMEngineConfig:
 
     Attributes:
         model: local folder or Hub id (loaded from the local cache when offline).
-        dtype: ``None`` = ``"auto"`` on a GPU (the folder's own dtype); on CPU bfloat16 where
-            the CPU has bf16 instructions (AVX512-BF16 or AMX: 1.8x faster than float32 there)
-            and float32 elsewhere (without them oneDNN refuses the bf16 matmuls and vLLM falls
-            back to slow kernels); or ``"float32"``,
+        dtype: ``None`` = ``"auto"`` on a GPU (the folder's own dtype); on CPU a bf16 folder
+            runs in bfloat16 where the CPU has bf16 instructions (AVX512-BF16 or AMX: 1.8x
+            faster than float32 there) and in float32 elsewhere (without them oneDNN refuses the
+            bf16 matmuls and vLLM falls back to slow kernels), a float32 folder in float32; or
+            ``"float32"``,
             ``"bfloat16"``, ``"float16"``, ``"auto"``.
         tensor_parallel_size: GPUs per engine.
         gpu_memory_utilization: share of the GPU's memory this engine may take, in (0, 1].
@@ -92,7 +93,7 @@ class VLLMEngineConfig:
 
     def engine_kwargs(self, *, on_gpu: bool, with_extra: bool = True) -> dict[str, Any]:
         """The ``vllm.LLM`` keyword arguments (defaults resolved for GPU or CPU)."""
-        dtype = self.dtype if self.dtype is not None else ("auto" if on_gpu else cpu_dtype())
+        dtype = self.dtype if self.dtype is not None else ("auto" if on_gpu else cpu_dtype(self.model))
         dtype = _DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
         block = self.block_size if self.block_size is not None else (None if on_gpu else 32)
         kwargs: dict[str, Any] = {
@@ -118,9 +119,13 @@ class VLLMEngineConfig:
         return kwargs
 
 
-def cpu_dtype() -> str:
-    """The dtype vLLM's CPU engine runs fastest in here: bfloat16 with the CPU's bf16
-    instructions (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``), float32 without them."""
+def cpu_dtype(model: str) -> str:
+    """The dtype vLLM's CPU engine runs ``model`` in by default: bfloat16 for a half-precision
+    folder on a CPU with bf16 instructions (``avx512_bf16`` or ``amx_bf16`` in
+    ``/proc/cpuinfo``), float32 otherwise (a float32 folder keeps its precision)."""
+    config = read_config(model_folder(model)) if Path(model).is_dir() else {}
+    if str(config.get("dtype") or config.get("torch_dtype") or "float32") not in ("bfloat16", "float16"):
+        return "float32"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = f.read(200_000)

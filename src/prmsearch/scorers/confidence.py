@@ -74,7 +74,7 @@ class PolicyLogprobScorer:
                 raise ValueError(
                     f"request {i}: policy-confidence without a model reads the policy's token "
                     "log-probabilities, which this request lacks; score inside a search (the driver "
-                    "passes them), or give the scorer a model (model=... / --prm-model)"
+                    "passes them), or give the scorer a model (model=... / --prm-arg model=DIR)"
                 )
             out.append(StepScores(confidence_scores(lps, self.aggregation)))
         return out
