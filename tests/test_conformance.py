@@ -27,7 +27,7 @@ from prmsearch.registry import Registry
 from prmsearch.scorers.base import make_scorer
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search import protocol
-from prmsearch.search.driver import Driver
+from prmsearch.search.job import Job
 from prmsearch.search.protocol import Choice, Expand, register_strategy
 from prmsearch.search.strategies.common import SearchConfig
 from prmsearch.tree import ROOT
@@ -198,7 +198,7 @@ def test_check_strategy_fails_on_a_mutable_or_unvalidated_config(strategies):
 
 
 def test_check_strategy_fails_when_a_prm_free_strategy_gets_scored(monkeypatch):
-    monkeypatch.setattr(Driver, "_wants_scores", staticmethod(lambda job: True))
+    monkeypatch.setattr(Job, "wants_scores", property(lambda job: True))
     with pytest.raises(ConformanceError, match="needs_scores is False but the PRM was called"):
         check_strategy("self_consistency")
     check_strategy("beam")  # a strategy that reads scores is unaffected

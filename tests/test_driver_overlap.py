@@ -107,8 +107,8 @@ def test_one_backend_object_as_policy_and_scorer_runs_in_lock_step():
     from prmsearch.search.driver import Driver, RunConfig
 
     policy, _ = synthetic_backends()
-    assert Driver(policy, policy, RunConfig(overlap=4))._overlap_groups(10) == 1
-    assert Driver(*synthetic_backends(), RunConfig(overlap=4))._overlap_groups(3) == 3
+    assert Driver(policy, policy, RunConfig(overlap=4)).overlap_groups(10) == 1
+    assert Driver(*synthetic_backends(), RunConfig(overlap=4)).overlap_groups(3) == 3
 
 
 def test_overlap_must_be_a_positive_int():

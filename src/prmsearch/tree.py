@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,24 @@ class SearchTree:
         self.path_min[node] = min(self.path_min[parent], score)
         self.path_sum[node] = self.path_sum[parent] + score
         self.path_prod[node] = self.path_prod[parent] * score
+
+    def set_scores(self, first: int, values: Sequence[float]) -> None:
+        """Record the step scores of the consecutive nodes ``first, first + 1, ...`` (a chain
+        the driver wrote at once, or one node) and their running path statistics.
+
+        Each node's parent must be scored first or be among the earlier nodes, as when paths
+        are scored root-first. One call per path: the driver's scoring loop runs through here.
+        """
+        parent, score, path_min, path_sum, path_prod = (
+            self.parent, self.score, self.path_min, self.path_sum, self.path_prod
+        )
+        for node, value in enumerate(values, first):
+            up = parent[node]
+            score[node] = value
+            low = path_min[up]
+            path_min[node] = value if value < low else low
+            path_sum[node] = path_sum[up] + value
+            path_prod[node] = path_prod[up] * value
 
     def mark_terminal(
         self, node: int, *, truncated: bool = False, answer: str | None = None, group: int = -1

@@ -288,6 +288,8 @@ def test_a_stream_closed_mid_search_drops_its_work(server):
     while server.health()["pending"] and time.monotonic() < deadline:
         time.sleep(0.1)
     after = server.health()
+    # Dropped, not searched to the end: nothing pending within the deadline, and none of the
+    # 48 prompts counted as served. (No wall-clock bound: cancelling lands at the end of a round,
+    # and a round's length depends on the machine's load.)
     assert after["pending"] == 0
-    assert time.monotonic() - closed < 5  # dropped, not searched to the end (that takes far longer)
     assert after["served"] == before["served"]

@@ -19,8 +19,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
-from prmsearch.search.driver import Driver, SearchResult, _Job, fewer_gc_pauses
+from prmsearch.search.driver import Driver
+from prmsearch.search.gc_pauses import fewer_gc_pauses
+from prmsearch.search.job import Job
 from prmsearch.search.protocol import BoundStrategy
+from prmsearch.search.results import SearchResult
 
 
 class SessionClosed(RuntimeError):
@@ -63,7 +66,7 @@ class DriverSession:
         self._lock = threading.Lock()
         self._open = True
         self._error: BaseException | None = None
-        self._pending: dict[Future, _Job] = {}  # each waiting caller's future and its problem
+        self._pending: dict[Future, Job] = {}  # each waiting caller's future and its problem
         self._numbers = itertools.count()
         self._thread = threading.Thread(target=self._run, name="prmsearch-session", daemon=True)
         self._thread.start()
@@ -93,7 +96,7 @@ class DriverSession:
                 why = f": {self._error!r}" if self._error is not None else ""
                 raise SessionClosed(f"the search session is closed{why}")
             number = next(self._numbers)
-            job = _Job(number, question, strategy, int(seed))
+            job = Job(number, question, strategy, int(seed))
             job.ticket = future
             self._pending[future] = job
             self._events.put(("job", job))
@@ -126,8 +129,8 @@ class DriverSession:
         if wait and threading.current_thread() is not self._thread:
             self._thread.join()
 
-    def _finish(self, job: _Job) -> None:
-        result: SearchResult = self.driver._result(job)
+    def _finish(self, job: Job) -> None:
+        result: SearchResult = self.driver.result(job)
         if self.annotate is not None:
             note = self.annotate(result.question)
             if note:
@@ -142,7 +145,7 @@ class DriverSession:
     def _run(self) -> None:
         try:
             with fewer_gc_pauses():
-                self.driver._flow([], self._finish, events=self._events, accepting=True)
+                self.driver.flow([], self._finish, events=self._events, accepting=True)
         except BaseException as exc:  # a bug in the flow: fail every waiting caller, loudly
             with self._lock:
                 self._open = False

@@ -1,0 +1,146 @@
+"""The asynchronous flow: every problem advances as soon as its own results return.
+
+A problem goes to the policy's lane as soon as its steps are scored, and to the scorer's lane
+as soon as its steps are generated; a lane calls its backend on a worker thread (see
+:class:`~prmsearch.search.lanes.Lane`), so the policy and the PRM work at once. Tree writes,
+strategy steps and the ledger stay on the flow's thread; a job is in at most one backend call at
+a time.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from prmsearch.search.calls import BackendCalls
+from prmsearch.search.job import Job
+from prmsearch.search.lanes import Lane
+from prmsearch.search.results import RunStats
+from prmsearch.search.tree_writes import TreeWriter
+
+#: the PRM waits for this share of the problems on their way to it before it scores a batch
+SCORE_BATCH_SHARE = 0.25
+
+#: most policy calls in flight at once when each problem's requests are their own call
+PARALLEL_CALLS = 128
+
+
+def run_flow(
+    jobs: list[Job],
+    finish: Callable[[Job], None],
+    calls: BackendCalls,
+    writer: TreeWriter,
+    stats: RunStats,
+    groups: int = 1,
+    events: queue.SimpleQueue | None = None,
+    accepting: bool = False,
+) -> None:
+    """Run ``jobs`` through the flow until all have finished or failed.
+
+    With a batching policy the problems start in ``groups`` groups, the next joining each time
+    the policy has nothing in flight. With ``accepting`` the flow also takes ``("job", job)``
+    events (problems joining mid-run) until a ``("close",)`` event, and a job whose caller
+    cancelled it is dropped when it would advance (a ``("wake",)`` event makes the flow look).
+    """
+    events = events if events is not None else queue.SimpleQueue()
+    parallel, shared = calls.parallel, calls.shared  # shared: one object, its calls take turns
+    groups = 1 if parallel else groups
+    with (
+        ThreadPoolExecutor(max_workers=PARALLEL_CALLS if parallel else 1,
+                           thread_name_prefix="prmsearch-policy") as policy_pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmsearch-scorer") as scorer_pool,
+    ):
+        generating = Lane("generated", calls.generate, events, policy_pool, parallel)
+        scoring = Lane("scored", calls.score, events, policy_pool if shared else scorer_pool, False)
+        parked = [jobs[g::groups] for g in range(groups)] if jobs else []
+
+        def dropped(job: Job) -> bool:
+            """A job whose caller cancelled it ends here (no more work for it)."""
+            if not job.cancelled:
+                return False
+            job.error = "cancelled: the caller stopped waiting"
+            finish(job)
+            return True
+
+        def advance(job: Job) -> None:
+            if dropped(job):
+                return
+            expand = job.advance()
+            if expand is None:
+                finish(job)
+            else:
+                generating.put((job, expand, writer.requests(job, expand)))
+
+        busy_since: list[float] = []  # when a backend call started running while none was
+
+        def track_busy() -> None:
+            running = [lane for lane in (generating, scoring) if lane.in_flight]
+            if running and not busy_since:
+                busy_since.append(min(lane.busy_since for lane in running))
+            elif not running and busy_since:
+                stats.backend_s += time.perf_counter() - busy_since.pop()
+
+        def generated(items: list, generations: dict[int, list]) -> None:
+            written = writer.write_generations(items, generations)
+            for job, _, _ in items:
+                if job.error is not None:  # its generation failed
+                    finish(job)
+            for entry in written:
+                if entry[0].wants_scores:
+                    scoring.put(entry)
+                else:
+                    advance(entry[0])
+
+        def scored(items: list, scores: dict[int, list]) -> None:
+            writer.write_scored(items, scores)
+            for job, _, _ in items:
+                if job.error is not None:
+                    finish(job)
+                else:
+                    advance(job)
+
+        try:
+            while True:
+                if parked and generating.idle and (not shared or scoring.idle):
+                    for job in parked.pop(0):
+                        advance(job)
+                if not (shared and scoring.in_flight):
+                    if accepting:  # a session's callers may have cancelled waiting jobs
+                        generating.waiting = [e for e in generating.waiting if not dropped(e[0])]
+                    stats.rounds += generating.pump()
+                if not (shared and generating.in_flight) and score_now(scoring, generating):
+                    scoring.pump()
+                track_busy()
+                if generating.idle and scoring.idle and not parked and not accepting:
+                    break
+                event = events.get()
+                kind = event[0]
+                if kind == "job":
+                    advance(event[1])
+                elif kind == "close":
+                    accepting = False
+                elif kind == "wake":  # a caller cancelled: the loop runs once to drop its job
+                    pass
+                else:
+                    lane = generating if kind == "generated" else scoring
+                    lane.finished(event[1])
+                    track_busy()
+                    (generated if lane is generating else scored)(event[1], event[2].result())
+        finally:
+            if busy_since:
+                stats.backend_s += time.perf_counter() - busy_since.pop()
+            stats.policy_batches += generating.calls
+            stats.scorer_batches += scoring.calls
+            stats.policy_s += generating.busy_s
+            stats.scorer_s += scoring.busy_s
+
+
+def score_now(scoring: Lane, generating: Lane) -> bool:
+    """Whether the PRM should take what waits for it now, or wait for more: a PRM call has a
+    fixed cost, so it waits until a quarter of the problems on their way to it have arrived (or
+    nothing more is coming: the policy has nothing in flight)."""
+    waiting = len(scoring.waiting)
+    coming = generating.items_in_flight
+    return waiting > 0 and (not coming or waiting >= SCORE_BATCH_SHARE * (waiting + coming))

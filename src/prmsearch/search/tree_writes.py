@@ -1,0 +1,319 @@
+"""A round's traffic with the trees: the generation requests read off them, and the children,
+answers and scores that come back written into them, with each problem's ledger charged.
+
+Every schedule makes the same writes, so a problem's tree is the same for its seed whichever
+schedule ran it. The writes are the driver's hot path: they touch the tree's columns directly
+and charge a round's costs at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from prmsearch.answers import AnswerMatcher, extract_answer
+from prmsearch.costs import ModelCost
+from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams
+from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores
+from prmsearch.search.failures import describe
+from prmsearch.search.job import Job
+from prmsearch.search.protocol import Expand
+from prmsearch.search.results import RunStats
+from prmsearch.seeding import mix_seed
+from prmsearch.steps import split_steps
+from prmsearch.tree import SearchTree
+
+#: a path's new nodes ``first..last`` (consecutive ids: one step, or a whole solution's chain)
+Span = tuple[int, int]
+
+
+class AnswerGroups:
+    """Puts equivalent answers of one problem in one answer group, remembering canonical forms
+    (answers repeat across samples, and canonicalizing can be slow)."""
+
+    def __init__(self, matcher: AnswerMatcher) -> None:
+        self.matcher = matcher
+        self._canonical_forms: dict[str, str] = {}
+
+    def canonical(self, answer: str) -> str:
+        """The matcher's canonical form of ``answer``, remembered."""
+        known = self._canonical_forms.get(answer)
+        if known is None:
+            if len(self._canonical_forms) >= 100_000:
+                self._canonical_forms.clear()
+            known = self._canonical_forms[answer] = self.matcher.canonicalize(answer)
+        return known
+
+    def group(self, job: Job, answer: str) -> int:
+        """The answer group of ``answer`` in ``job``'s tree, made when no earlier answer matches."""
+        canonical = self.canonical(answer)
+        group = job.groups.get(canonical)
+        if group is None:
+            for other, index in list(job.groups.items()):
+                if self.matcher.same(canonical, other):
+                    group = index
+                    break
+            else:
+                group = job.tree.add_answer_group(answer)
+            job.groups[canonical] = group
+        return group
+
+
+class TreeWriter:
+    """Reads each round's requests off the trees and writes what the backends return into them.
+
+    Args:
+        sampling: the per-step sampling settings.
+        solution_sampling: the same for whole-solution requests (their own token limit).
+        max_depth: steps after which a path ends, truncated.
+        stop_on_answer: a step with a final ``\\boxed{}`` answer ends its path.
+        matcher: decides which answers are equivalent.
+        policy_cost, scorer_cost: what the backends' tokens cost in FLOPs.
+        reads_logprobs: the scorer reads the policy's token log-probabilities.
+        stats: the run's counters (the nodes written are counted there).
+    """
+
+    def __init__(
+        self,
+        sampling: SamplingParams,
+        solution_sampling: SamplingParams,
+        max_depth: int,
+        stop_on_answer: bool,
+        matcher: AnswerMatcher,
+        policy_cost: ModelCost,
+        scorer_cost: ModelCost,
+        reads_logprobs: bool,
+        stats: RunStats,
+    ) -> None:
+        self.sampling = sampling
+        self.solution_sampling = solution_sampling
+        self.max_depth = max_depth
+        self.stop_on_answer = stop_on_answer
+        self.answers = AnswerGroups(matcher)
+        self.policy_cost = policy_cost
+        self.scorer_cost = scorer_cost
+        self.reads_logprobs = reads_logprobs
+        self.stats = stats
+
+    # ------------------------------------------------------------------ requests
+    def requests(self, job: Job, expand: Expand) -> list[GenerationRequest]:
+        """The policy requests of one expansion, each seeded by (problem, node, how often the
+        node was expanded before)."""
+        tree = job.tree
+        sampling = self.solution_sampling if expand.full_solution else self.sampling
+        if expand.greedy:
+            sampling = replace(sampling, temperature=0.0)
+        requests = []
+        paths = job.paths  # the frontier's paths, kept from the round that made it
+        for node, count in expand.requests:
+            serial = job.expansions.get(node, 0)
+            job.expansions[node] = serial + 1
+            requests.append(
+                GenerationRequest(
+                    question=tree.question,
+                    steps=paths[node] if node in paths else tree.path_steps(node),
+                    n=count,
+                    sampling=sampling,
+                    seed=mix_seed(job.seed, node, serial),
+                    stop_at_step=not expand.full_solution,
+                )
+            )
+        return requests
+
+    def score_request(self, tree: SearchTree, path: tuple[str, ...], node: int) -> ScoreRequest:
+        """The score request of the path ending at ``node``, with the policy's token
+        log-probabilities along it for a scorer that reads them."""
+        if not self.reads_logprobs:
+            return ScoreRequest(tree.question, path)
+        lps = tree.token_logprobs
+        return ScoreRequest(tree.question, path, tuple(lps[i] for i in tree.path(node)))
+
+    # ------------------------------------------------------------------ generations
+    def write_generations(
+        self, batch: list[tuple[Job, Expand, list]], generations: dict[int, list]
+    ) -> list[tuple[Job, list[Span], list[ScoreRequest]]]:
+        """Write each job's children and hand back ``(job, spans, score requests)`` for scoring;
+        a job whose generation failed (its error is set) is left out."""
+        written = []
+        for job, expand, requests in batch:
+            gens = generations.get(id(job))
+            if gens is None:
+                continue
+            reply, spans, score_requests = self.write_children(job, expand, requests, gens)
+            job.reply = reply
+            written.append((job, spans, score_requests))
+        return written
+
+    def write_children(
+        self, job: Job, expand: Expand, requests: list[GenerationRequest], gens: list[Generation]
+    ) -> tuple[list[list[int]], list[Span], list[ScoreRequest]]:
+        """Add every sample as a child (or a chain of steps), charge the generations, and build
+        the score request of every new path (the parent's steps plus the new ones)."""
+        tree, ledger = job.tree, job.ledger
+        size_before = len(tree)
+        reply: list[list[int]] = []
+        spans: list[Span] = []
+        score_requests: list[ScoreRequest] = []
+        # one step per sample: every child of the round is written into the tree at once
+        parents: list[int] = []
+        texts: list[str] = []
+        sample_list: list = []
+        generation_flops = self.policy_cost.generation_flops
+        n = generated = computed = cached = flops = 0  # the round's requests, charged at once
+        for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
+            n += request.n
+            generated += gen.tokens_generated
+            computed += gen.prompt_tokens_computed + gen.prompt_tokens_recomputed
+            cached += gen.prompt_tokens_cached
+            flops += generation_flops(
+                cached=gen.prompt_tokens_cached,
+                computed=gen.prompt_tokens_computed,
+                sample_tokens=gen.sample_tokens(),
+                recomputed=gen.prompt_tokens_recomputed,
+            )
+            samples = gen.samples
+            if expand.full_solution:
+                children = []
+                for sample in samples:
+                    first, last = self.add_chain(job, node, sample, request.sampling.delimiter)
+                    new_steps = tuple(tree.step_text[i] for i in range(first, last + 1))
+                    children.append(last)
+                    spans.append((first, last))
+                    score_requests.append(self.score_request(tree, request.steps + new_steps, last))
+                reply.append(children)
+                continue
+            parents.extend([node] * len(samples))
+            texts.extend([sample.text for sample in samples])
+            sample_list.extend(samples)
+        ledger.charge_generation(
+            n=n, generated=generated, computed=computed, cached=cached, flops=flops, calls=len(requests)
+        )
+        if not parents:
+            self.stats.nodes += len(tree) - size_before
+            return reply, spans, score_requests
+        first = tree.add_steps(
+            parents,
+            texts,
+            [sample.token_ids for sample in sample_list],
+            [sample.logprob for sample in sample_list],
+            [sample.finish.value for sample in sample_list],
+            [sample.token_logprobs for sample in sample_list],
+        )
+        depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
+        for child, sample, text in zip(range(first, first + len(parents)), sample_list, texts):
+            if (  # the common case, decided here: a step that does not end its path
+                sample.finish is step
+                and depth[child] < max_depth
+                and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
+                and text.strip()
+                and not tree.repeats_recent_step(child)
+            ):
+                continue
+            self.classify(job, child, sample.finish)
+        child = first
+        paths: dict[int, tuple[str, ...]] = {}
+        for request, gen in zip(requests, gens):
+            k = len(gen.samples)
+            reply.append(list(range(child, child + k)))
+            steps = request.steps
+            for text in texts[child - first : child - first + k]:
+                path = paths[child] = (*steps, text)
+                score_requests.append(self.score_request(tree, path, child))
+                child += 1
+        job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
+        spans.extend((node, node) for node in range(first, first + len(parents)))
+        self.stats.nodes += len(tree) - size_before
+        return reply, spans, score_requests
+
+    def add_chain(self, job: Job, node: int, sample, delimiter: str) -> Span:
+        """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
+        the sample's tokens, their log-probabilities and its finish sit on the chain's last node."""
+        tree = job.tree
+        pieces = split_steps(sample.text, delimiter)
+        inner = len(pieces) - 1
+        first = len(tree)
+        tree.add_steps(
+            [node, *range(first, first + inner)],
+            pieces,
+            [*([()] * inner), sample.token_ids],
+            [*([0.0] * inner), sample.logprob],
+            [*([Finish.STEP.value] * inner), sample.finish.value],
+            [*([()] * inner), sample.token_logprobs],
+        )
+        last = first + inner
+        self.classify(job, last, sample.finish, whole_solution=True)
+        return first, last
+
+    def classify(self, job: Job, node: int, finish: Finish, whole_solution: bool = False) -> None:
+        """Decide whether ``node`` ends its path (a finished sample, an empty or repeated step, a
+        boxed answer, the depth limit), and extract and group its answer when it does."""
+        tree = job.tree
+        text = tree.step_text[node]
+        empty = not text.strip()
+        at_max = tree.depth[node] >= self.max_depth and not whole_solution
+        has_box = self.stop_on_answer and ("\\boxed" in text or "\\fbox" in text)
+        looped = not whole_solution and not empty and tree.repeats_recent_step(node)
+        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box or looped):
+            return
+        answer = extract_answer(self.sampling.delimiter.join(tree.path_steps(node)))
+        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max or looped))
+        group = self.answers.group(job, answer) if answer is not None else -1
+        tree.mark_terminal(node, truncated=truncated, answer=answer, group=group)
+
+    # ------------------------------------------------------------------ scores
+    def write_scored(
+        self, batch: list[tuple[Job, list[Span], list[ScoreRequest]]], scored: dict[int, list]
+    ) -> None:
+        """Write the scores each job got back (a job whose scoring failed has its error set)."""
+        for job, spans, requests in batch:
+            results = scored.get(id(job))
+            if results is not None:
+                self.write_scores(job, spans, requests, results)
+
+    def write_scores(
+        self, job: Job, spans: list[Span], requests: list[ScoreRequest], results: list[StepScores | None]
+    ) -> None:
+        """Write the scores of each path's new steps and charge the round's score requests to
+        the job at once; a path the PRM could not read (result None) ends unscored."""
+        tree = job.tree
+        charged: list[tuple[int, int, int]] = []
+        computed = cached = 0
+        for (first, last), request, result in zip(spans, requests, results):
+            if result is None:
+                end_too_long(job, last)
+                continue
+            try:  # one new step (the common case) is checked in O(1)
+                if first == last:
+                    values = [last_score(request, result)]
+                else:
+                    values = check_scores(request, result)[first - last - 1 :]
+            except Exception as exc:
+                job.error = f"scorer failed: {describe(exc)}"
+                break
+            computed += result.tokens_computed
+            cached += result.tokens_cached
+            charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
+            tree.set_scores(first, values)
+        if charged:
+            flops = self.scorer_cost.scoring_flops_total(charged)
+            job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
+
+
+def end_too_long(job: Job, node: int) -> None:
+    """A path the PRM cannot read: it stays unscored and ends here (truncated), keeping the
+    answer it already has, and the problem goes on with its other paths."""
+    job.too_long += 1
+    if not job.tree.terminal[node]:
+        job.tree.mark_terminal(node, truncated=True)
+
+
+def last_score(request: ScoreRequest, result: StepScores) -> float:
+    """The score of a path's last step, checked: a 1-D array of one probability per step (the
+    common case, in a few attribute reads), else `check_scores`'s full check and its error."""
+    raw = result.scores
+    if isinstance(raw, np.ndarray) and raw.ndim == 1 and raw.shape[0] == len(request.steps) > 0:
+        value = float(raw[-1])
+        if 0.0 <= value <= 1.0:  # also rejects NaN
+            return value
+    return check_scores(request, result)[-1]
