@@ -31,7 +31,7 @@ CASES = [
     (["solve", Q, "-o", "widht=3"], "-o/--option 'widht=3'"),
     (["solve", Q, "-o", "width"], "--option/-o"),
     (["solve", Q, "--n", "0"], "--n"),
-    (["solve", Q, "--n", "2"], "--n 2"),  # beam's default width 4 needs n >= 4
+    (["solve", Q, "--n", "2", "-o", "width=4"], "-o/--option 'width=4'"),  # width 4 needs n >= 4
     (["solve", Q, "--seed", "x"], "--seed"),
     (["solve", Q, "--top-p", "2"], "--top-p 2.0"),
     (["solve", Q, "--temperature", "-1"], "--temperature -1.0"),

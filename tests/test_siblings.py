@@ -12,7 +12,10 @@ from prmsearch.answers import AnswerMatcher, canonical_answer
 from prmsearch.benchmarks.report import summarize
 from prmsearch.benchmarks.siblings import family_selection, select_candidate, sibling_ledger
 from prmsearch.benchmarks.sweep import SweepProblem, run_sweep
-from prmsearch.benchmarks.sweep_config import FAMILY, SweepConfig, family_runners
+from prmsearch.benchmarks.sweep_config import SweepConfig, family_runners
+from prmsearch.search.protocol import strategy_names, strategy_spec
+
+FAMILY = ("best_of_n", "self_consistency", "weighted_vote")
 
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(6)]
 
@@ -147,3 +150,8 @@ def test_cli_share_bon_samples(tmp_path, capsys):
         ("self_consistency", 2, "best_of_n"),
         ("self_consistency", 4, "best_of_n"),
     ]
+
+
+def test_the_best_of_n_family_is_the_strategies_that_say_so():
+    family = [s for s in strategy_names() if strategy_spec(s).sample_family is not None]
+    assert sorted(family) == sorted(FAMILY)

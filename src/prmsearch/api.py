@@ -12,7 +12,7 @@ from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_polic
 from prmsearch.scorers.base import SCORERS, NoScorer, Scorer, make_scorer
 from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
-from prmsearch.search.protocol import BoundStrategy, as_strategy
+from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
 from prmsearch.search.session import DriverSession, Progress
 from prmsearch.seeding import problem_seed
 
@@ -291,12 +291,16 @@ def solve(
     """Solve one question with search and return the answer, path, step scores, tree and ledger.
 
     ``policy`` and ``scorer`` default to the embedded arithmetic models (no scorer at all for a
-    strategy that reads no scores, such as greedy); ``n`` is the budget (None:
-    the strategy's own default, 16 for the searches and 1 for greedy); strategy options
+    strategy that reads no scores, such as greedy); ``n`` is the budget, read by the strategy's
+    budget rule as ``prmsearch bench`` reads it (beam and DVTS: ``width = gcd(n, 4)``; None: the
+    strategy's own default, 16 for the searches and 1 for greedy); strategy options
     (``width=4``, ``aggregation="min"``, ...) pass through ``options``.
     """
     if not isinstance(strategy, BoundStrategy):
-        strategy = as_strategy(strategy, {**({"n": n} if n is not None else {}), **options})
+        if n is None or "n" in options:
+            strategy = as_strategy(strategy, options)
+        else:  # a budget, through the strategy's own rule (as bench and serve read it)
+            strategy = strategy_spec(strategy).at_budget(n, **options)
     bound = strategy
     searcher = Searcher(
         resolve_policy(policy),

@@ -26,8 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
-from prmsearch.benchmarks.sweep_config import FAMILY, SweepConfig, family_runners
-from prmsearch.search.protocol import strategy_spec
+from prmsearch.benchmarks.sweep_config import SweepConfig, family_runners
+from prmsearch.search.protocol import strategy_names, strategy_spec
 from prmsearch.search.selection import Candidate, Selection, choose
 from prmsearch.tree import NO_GROUP
 
@@ -39,8 +39,9 @@ PRM_FIELDS = ("prm_calls", "prm_tokens_computed", "prm_tokens_cached", "prm_flop
 
 def family_selection(strategy: str, options: Mapping[str, Any] | None = None) -> tuple[Selection, bool]:
     """(final selection, whether it reads scores) of family ``strategy`` under ``options``."""
-    if strategy not in FAMILY:
-        raise ValueError(f"strategy {strategy!r} is not in the best-of-N family ({', '.join(FAMILY)})")
+    if strategy_spec(strategy).sample_family is None:
+        family = ", ".join(s for s in strategy_names() if strategy_spec(s).sample_family is not None)
+        raise ValueError(f"strategy {strategy!r} is not in the best-of-N family ({family})")
     bound = strategy_spec(strategy).configure(**{"n": 1, **dict(options or {})})
     return Selection.parse(bound.config.selection), bound.needs_scores
 

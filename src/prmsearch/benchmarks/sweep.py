@@ -145,14 +145,13 @@ def make_searcher(
     return Searcher(
         policy,
         scorer,
-        strategy,
+        config.strategy_at(strategy, budget),
         sampling=config.sampling(),
         max_depth=config.max_depth,
         overlap=config.overlap,
         schedule=config.schedule,
         seed=seed,
         matcher=matcher,
-        **config.strategy_options(strategy, budget),
     )
 
 

@@ -8,17 +8,12 @@ it decides which cells a sweep runs.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from prmsearch.policies.base import SamplingParams
-from prmsearch.search.protocol import strategy_spec
-
-#: The best-of-N family: independent whole solutions from one round, told apart only by the
-#: final selection, so siblings with equal configs draw the same samples.
-FAMILY = ("best_of_n", "self_consistency", "weighted_vote")
+from prmsearch.search.protocol import BoundStrategy, strategy_spec
 
 DEFAULT_STRATEGIES = (
     "greedy",
@@ -31,7 +26,6 @@ DEFAULT_STRATEGIES = (
     "particle_filter",
     "rebase",
 )
-_WIDTH_OPTION = {"beam": "width", "dvts": "width", "mcts": "expansion_width"}
 
 
 @dataclass(frozen=True)
@@ -47,14 +41,16 @@ class SweepConfig:
         limit: use only the first ``limit`` problems (after the seeded shuffle, if any).
         shuffle_seed: shuffle the problems with this seed before ``limit``.
         strategies: strategy names.
-        budgets: values of each strategy's ``n``; ``greedy`` runs once, at budget 1.
+        budgets: values of each strategy's ``n``; a strategy with a fixed budget (greedy) runs
+            once, at that budget.
         seeds: run seeds; a problem's seed derives from the run seed and its question.
         policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
         policy_args, prm_args: the backends' own keyword arguments (prompt format, dtype, engine
             settings, a scorer's aggregation...): they change the rows, so they are recorded.
         temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
-        options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``; beam and
-            DVTS default to ``width = gcd(n, 4)``, MCTS to ``expansion_width = clip(n // 4, 1, 4)``.
+        options: per-strategy options, e.g. ``{"beam": {"aggregation": "last"}}``, on top of what
+            each strategy's budget rule derives (`StrategySpec.budget_options`: beam and DVTS
+            ``width = gcd(n, 4)``, MCTS ``expansion_width = clip(n // 4, 1, 4)``).
         chunk: problems per batched driver run.
         share_bon_samples: best-of-N-family strategies whose configs differ only in the final
             selection draw the same samples: run one of them per budget and re-select the others'
@@ -146,42 +142,43 @@ class SweepConfig:
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_p, self.max_step_tokens, self.delimiter)
 
+    def budgets_of(self, strategy: str) -> tuple[int, ...]:
+        """The budgets ``strategy`` runs at: the sweep's, or its own fixed one (greedy: 1)."""
+        fixed = strategy_spec(strategy).fixed_budget
+        return (fixed,) if fixed is not None else self.budgets
+
     def cells(self) -> list[tuple[str, int, int]]:
-        """Every (strategy, budget, seed) to run, greedy only at budget 1."""
+        """Every (strategy, budget, seed) to run (a fixed-budget strategy at its budget only)."""
         cells = []
         runners = family_runners(self) if self.share_bon_samples else {}
         for strategy in self.strategies:
-            budgets = (1,) if strategy == "greedy" else self.budgets
             if runners.get(strategy, strategy) != strategy:
                 continue  # a sibling: every row is re-selected from its runner's run
-            for budget in budgets:
+            for budget in self.budgets_of(strategy):
                 for seed in self.seeds:
                     cells.append((strategy, budget, seed))
         return cells
 
     def expected_cells(self) -> list[tuple[str, int, int]]:
         """Every (strategy, budget, seed) that must end with one row per problem: the cells that
-        run plus the siblings derived from them (``share_bon_samples``); greedy only at budget 1."""
+        run plus the siblings derived from them (``share_bon_samples``)."""
         return [
             (strategy, budget, seed)
             for strategy in self.strategies
-            for budget in ((1,) if strategy == "greedy" else self.budgets)
+            for budget in self.budgets_of(strategy)
             for seed in self.seeds
         ]
 
     def strategy_options(self, strategy: str, budget: int) -> dict[str, Any]:
-        """Options of ``strategy`` at budget ``budget`` (validated by building the config)."""
-        options = dict(self.options.get(strategy, {}))
-        width_option = _WIDTH_OPTION.get(strategy)
-        if width_option and width_option not in options:
-            if strategy == "mcts":  # room for several expansions, each followed by a rollout
-                options[width_option] = max(1, min(4, budget // 4))
-            else:
-                options[width_option] = math.gcd(budget, 4)
-        if strategy != "greedy":
-            options["n"] = budget
+        """Options of ``strategy`` at budget ``budget``: its budget rule's, then the sweep's
+        (validated by building the config)."""
+        options = strategy_spec(strategy).budget_options(budget, self.options.get(strategy, {}))
         strategy_spec(strategy).configure(**options)
         return options
+
+    def strategy_at(self, strategy: str, budget: int) -> BoundStrategy:
+        """The bound strategy of one cell: what the sweep runs for (``strategy``, ``budget``)."""
+        return strategy_spec(strategy).configure(**self.strategy_options(strategy, budget))
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -212,7 +209,8 @@ def _sampling_key(strategy: str, options: Mapping[str, Any], budget: int) -> dic
 
 
 def family_runners(config: SweepConfig) -> dict[str, str]:
-    """For each best-of-N-family strategy of ``config``, the family strategy whose run it reads.
+    """For each strategy of ``config`` in a sample family (the best-of-N family: best_of_n,
+    self_consistency, weighted_vote), the strategy of its family whose run it reads.
 
     Strategies whose configs are equal but for the final selection draw the same samples: one of
     them runs (the runner) and the others' rows are re-selected from its candidates at the same
@@ -220,9 +218,12 @@ def family_runners(config: SweepConfig) -> dict[str, str]:
     any of them does (a PRM-free run has no scores to re-select by), else the first.
     """
     largest = max(config.budgets)
-    groups: list[tuple[dict[str, Any], list[str]]] = []
-    for strategy in (s for s in config.strategies if s in FAMILY):
-        key = _sampling_key(strategy, config.strategy_options(strategy, largest), largest)
+    groups: list[tuple[tuple[str, dict[str, Any]], list[str]]] = []
+    for strategy in config.strategies:
+        family = strategy_spec(strategy).sample_family
+        if family is None or strategy_spec(strategy).fixed_budget is not None:
+            continue
+        key = (family, _sampling_key(strategy, config.strategy_options(strategy, largest), largest))
         group = next((members for other, members in groups if other == key), None)
         if group is None:
             groups.append((key, [strategy]))

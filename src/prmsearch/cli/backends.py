@@ -235,15 +235,18 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
     with flag_context("--strategy", args.strategy):
         strategy_spec(args.strategy)
     options = dict(args.option)
-    if args.n is not None:
-        options.setdefault("n", args.n)  # else the strategy's own default (16; greedy 1)
+    # --n is a budget, read by the strategy's budget rule as in bench and serve (beam: width
+    # gcd(n, 4)); -o n=... sets the config's n as it is; neither: the strategy's default (16)
+    budget = args.n if "n" not in options else None
     flag = "-o/--option" if args.option else "--n"
     value = _option_text(dict(args.option)) if args.option else args.n
     with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
         from prmsearch.benchmarks.planning import plan_option
 
         options = {key: plan_option(args.strategy, key, v) for key, v in options.items()}  # a plan file
-        return as_strategy(args.strategy, options)
+        if budget is None:
+            return as_strategy(args.strategy, options)
+        return strategy_spec(args.strategy).at_budget(budget, **options)
 
 
 def build_searcher(args: argparse.Namespace) -> Searcher:

@@ -36,7 +36,7 @@ class EngineRatioConfig:
 
     Attributes:
         problems: first problems of the arithmetic test split.
-        budget: N of every strategy (beam keeps ``budget // 4`` beams).
+        budget: N of every strategy, through its budget rule (beam: ``width = gcd(n, 4)``).
         temperature: sampling temperature of both the search and the raw call.
         engines: from ``vllm`` (offline engine) and ``openai`` (a vLLM server on loopback).
         strategies: from beam, particle_filter, best_of_n.
@@ -92,10 +92,6 @@ class RatioFigures:
                 "ratio": self.ratio}
 
 
-def _strategy_options(strategy: str, budget: int) -> dict[str, Any]:
-    if strategy == "beam":
-        return {"n": budget, "width": max(1, budget // 4)}
-    return {"n": budget}
 
 
 def _raw_offline(policy: Any, prompts: list[list[int]], budget: int, length: int,
@@ -161,14 +157,15 @@ def measure_engine(engine: str, policy: Any, scorer: Any, problems: list, cfg: E
     from prmsearch.api import Searcher
     from prmsearch.arith.checker import check_solution
     from prmsearch.engines.prompt_formats import PromptBuilder
+    from prmsearch.search.protocol import strategy_spec
 
     questions = [p.question for p in problems]
     builder = PromptBuilder(policy.prompt_format, policy.tokenizer)
     prompts = [builder.ids(q, ()) for q in questions]
     figures: list[RatioFigures] = []
     for strategy in cfg.strategies:
-        searcher = Searcher(policy, scorer, strategy, sampling=_sampling(cfg.temperature),
-                            **_strategy_options(strategy, cfg.budget))
+        searcher = Searcher(policy, scorer, strategy_spec(strategy).at_budget(cfg.budget),
+                            sampling=_sampling(cfg.temperature))
         searcher.run(questions[:1])  # warm-up (first-call costs), not measured
         _clear(policy, scorer, url)
         start = time.perf_counter()

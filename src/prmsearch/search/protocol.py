@@ -73,6 +73,31 @@ class StrategySpec:
             )
         return BoundStrategy(self, self.config_cls(**overrides))
 
+    @property
+    def fixed_budget(self) -> int | None:
+        """The one budget the strategy runs at (greedy: 1), or None when any budget is its ``n``."""
+        return getattr(self.config_cls, "fixed_budget", None)
+
+    @property
+    def sample_family(self) -> str | None:
+        """The strategy's sample family (see `SearchConfig.sample_family`), or None."""
+        return getattr(self.config_cls, "sample_family", None)
+
+    def budget_options(self, budget: int, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The options of this strategy at ``budget``: what the config's budget rule derives
+        (``budget_options``; a config without one: ``n``), then ``options`` on top, except that
+        the budget always decides ``n``."""
+        rule = getattr(self.config_cls, "budget_options", None)
+        derived = dict(rule(budget)) if rule is not None else {"n": budget}
+        merged = {**derived, **dict(options or {})}
+        if "n" in derived:
+            merged["n"] = derived["n"]
+        return merged
+
+    def at_budget(self, budget: int, **options: Any) -> BoundStrategy:
+        """The strategy at ``budget`` with ``options`` (see `budget_options`), validated."""
+        return self.configure(**self.budget_options(budget, options))
+
     def options(self) -> list[tuple[str, Any, str]]:
         """(name, default, type) of every config field, for listings."""
         rows = []

@@ -87,7 +87,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
     def model_card(model_id: str) -> dict[str, Any]:
         route = catalog.resolve(model_id)
         return {"id": model_id, "object": "model", "created": started, "owned_by": "prmsearch",
-                "prmsearch": {"strategy": route.strategy, "budget": route.options.get("n")}}
+                "prmsearch": {"strategy": route.strategy, "budget": route.budget}}
 
     @v1.get("/models")
     async def models() -> dict[str, Any]:

@@ -3,7 +3,8 @@
 A client picks a search the way it picks a model. ``GET /v1/models`` lists ``<strategy>-<budget>``
 for every registered strategy and each configured budget, and the policy's own id (greedy decoding,
 no search). Any budget works in an id (``beam-48``), and a bare strategy name (``beam``) means its
-default budget.
+default budget. A budget means what it means in ``prmsearch bench``: the strategy's budget rule
+(beam's ``width = gcd(n, 4)``, ...) with the server's ``-o`` options on top.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ PLAIN_DECODING = "greedy"
 
 @dataclass(frozen=True)
 class ModelRoute:
-    """What a model id asks for: a strategy name and the options the id sets (its budget)."""
+    """What a model id asks for: a strategy name, the server's options for it, and the id's
+    budget (None: the strategy's default). The budget becomes options through the strategy's
+    own rule (`StrategySpec.at_budget`), as in `prmsearch bench`."""
 
     strategy: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class ModelCatalog:
         """Whether the strategy takes this budget with the server's options (a planner takes only
         its plan's levels, a beam only multiples of its width): only ids that work are listed."""
         try:
-            strategy_spec(name).configure(**{**self.defaults.get(name, {}), "n": budget})
+            strategy_spec(name).at_budget(budget, **self.defaults.get(name, {}))
         except (TypeError, ValueError):
             return False
         return True
@@ -77,10 +81,7 @@ class ModelCatalog:
                 param="model",
                 code="model_not_found",
             )
-        options = dict(self.defaults.get(name, {}))
-        if budget is not None:
-            if budget < 1:
-                raise ApiError(404, f"The model {model!r} has budget {budget}; a budget is at least 1",
-                               param="model", code="model_not_found")
-            options["n"] = budget
-        return ModelRoute(name, options)
+        if budget is not None and budget < 1:
+            raise ApiError(404, f"The model {model!r} has budget {budget}; a budget is at least 1",
+                           param="model", code="model_not_found")
+        return ModelRoute(name, dict(self.defaults.get(name, {})), budget)

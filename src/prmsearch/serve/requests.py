@@ -165,15 +165,14 @@ def _strategy(body: dict[str, Any], model: str, catalog: ModelCatalog) -> BoundS
         )
     spec = strategy_spec(name)
     known = {option for option, _, _ in spec.options()}
-    options = dict(route.options) if name == route.strategy else {
-        k: v for k, v in route.options.items() if k == "n"
-    }
+    options = dict(route.options) if name == route.strategy else {}
+    budget: Any = route.budget
     # Top-level keys: everything that is neither OpenAI's nor, for a name both use, ambiguous.
     for key, value in body.items():
         if key in HONOURED or key in IGNORED or key in UNSUPPORTED or key in ("prmsearch", "strategy"):
             continue
         if key == "budget":
-            options["n"] = value
+            budget = value
         elif key in known and key != "n":
             options[key] = value
         else:
@@ -187,7 +186,7 @@ def _strategy(body: dict[str, Any], model: str, catalog: ModelCatalog) -> BoundS
         if key == "strategy":
             continue
         if key in ("budget", "n"):
-            options["n"] = value
+            budget = value
         elif key in known:
             options[key] = value
         else:
@@ -196,8 +195,11 @@ def _strategy(body: dict[str, Any], model: str, catalog: ModelCatalog) -> BoundS
                 f"{', '.join(sorted(known - {'n'}))}",
                 f"prmsearch.{key}",
             )
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+        options["n"] = budget  # not a budget: the config's own check names it
+        budget = None
     try:
-        return spec.configure(**options)
+        return spec.configure(**options) if budget is None else spec.at_budget(budget, **options)
     except (TypeError, ValueError) as exc:
         raise bad_request(f"strategy {name!r} refuses these options ({_show(options)}): {exc}",
                           _culprit(exc, options)) from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.search.selection import Selection
@@ -50,6 +52,23 @@ class SearchConfig:
     aggregation: Aggregation = Aggregation.MIN
     selection: Selection = Selection.ARGMAX
 
+    #: the one budget the strategy runs at (greedy: 1), or None when any budget is its ``n``
+    fixed_budget: ClassVar[int | None] = None
+    #: strategies of one sample family whose configs differ only in ``selection`` draw the same
+    #: samples, so a sweep runs one of them and re-selects the others' rows (None: no family)
+    sample_family: ClassVar[str | None] = None
+
+    @classmethod
+    def budget_options(cls, budget: int) -> dict[str, Any]:
+        """The options a budget of ``budget`` generations sets: ``n`` here; beam, DVTS and MCTS
+        also derive their width. `bench`, `serve` and the API all build a strategy at a budget
+        through this rule (`StrategySpec.at_budget`), so one id means one search everywhere."""
+        if cls.fixed_budget is not None:
+            if budget != cls.fixed_budget:
+                raise ValueError(f"this strategy runs at budget {cls.fixed_budget} only, got {budget}")
+            return {}
+        return {"n": budget}
+
     def __post_init__(self) -> None:
         require_int("n", self.n, 1)
         object.__setattr__(self, "aggregation", Aggregation.parse(self.aggregation))
@@ -76,3 +95,9 @@ def require_divides(config: SearchConfig, width: int) -> None:
         raise ValueError(f"width must be <= n ({config.n}), got {width}")
     if config.n % width:
         raise ValueError(f"n must be a multiple of width ({width}), got n={config.n}")
+
+
+def width_for_budget(budget: int) -> int:
+    """The beam-style width a budget gets when none is given: ``gcd(budget, 4)``, so that every
+    budget is valid (it divides ``n``) and budgets that allow it keep the usual width 4."""
+    return math.gcd(budget, 4)

@@ -11,13 +11,14 @@ finished subtrees share its answer (off by default).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from prmsearch.search.aggregation import path_score, ranking_key
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, select
-from prmsearch.search.strategies.common import SearchConfig, require_divides
+from prmsearch.search.strategies.common import SearchConfig, require_divides, width_for_budget
 from prmsearch.search.strategies.stopping import prm_settled, validate_prm_stop
 from prmsearch.tree import ROOT, SearchTree
 
@@ -39,6 +40,11 @@ class DVTSConfig(SearchConfig):
     selection: Selection = Selection.WEIGHTED
     stop_score: float | None = None
     stop_agree: int = 1
+
+    @classmethod
+    def budget_options(cls, budget: int) -> dict[str, Any]:
+        """``n`` and ``width = gcd(n, 4)`` (`width_for_budget`): every budget is a valid search."""
+        return {"n": budget, "width": width_for_budget(budget)}
 
     def __post_init__(self) -> None:
         super().__post_init__()

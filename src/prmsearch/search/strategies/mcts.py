@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,12 @@ class MCTSConfig(SearchConfig):
     final: FinalChoice = FinalChoice.VISITS
     virtual_loss: int = 1
     rollout: bool = True
+
+    @classmethod
+    def budget_options(cls, budget: int) -> dict[str, Any]:
+        """``n`` and ``expansion_width = clip(n // 4, 1, 4)``: room for several expansions at
+        every budget, each followed by its rollout."""
+        return {"n": budget, "expansion_width": max(1, min(4, budget // 4))}
 
     def __post_init__(self) -> None:
         super().__post_init__()

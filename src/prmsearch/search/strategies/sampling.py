@@ -11,6 +11,7 @@ PRM-weighted vote (Uesato et al. 2022).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from prmsearch.tree import ROOT, SearchTree
 class SamplingConfig(SearchConfig):
     """Config of the parallel-sampling strategies: PRM-free exactly when the selection is a
     plain majority vote (its ties then break on the earliest sample, never on a score)."""
+
+    sample_family: ClassVar[str | None] = "whole solutions"
 
     @property
     def needs_scores(self) -> bool:
@@ -60,6 +63,7 @@ class GreedyConfig(SearchConfig):
     """One greedy (temperature 0) solution: the no-search baseline. ``n`` must be 1."""
 
     n: int = 1
+    fixed_budget: ClassVar[int | None] = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
