@@ -46,7 +46,7 @@ SIBLINGS = {
     frozenset({"serve", "conformance"}),
     *(frozenset({"viewer", other}) for other in ("prm", "perf", "conformance", "serve")),
 }
-GROUND = {"tree", "tree_graph", "answers", "registry", "seeding", "costs", "steps"}
+GROUND = {"tree", "tree_graph", "answers", "registry", "seeding", "costs", "steps", "backend_errors"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.
 PROTOCOLS = {"prmsearch.policies.base", "prmsearch.scorers.base"}
 

@@ -13,6 +13,7 @@ import pytest
 from helpers import synthetic_backends
 
 from prmsearch.answers import AnswerMatcher, canonical_answer
+from prmsearch.backend_errors import failure_kind
 from prmsearch.benchmarks.results import ResultsFolder
 from prmsearch.benchmarks.sweep import (
     ServerDownError,
@@ -21,7 +22,8 @@ from prmsearch.benchmarks.sweep import (
     is_connection_error,
     run_sweep,
 )
-from prmsearch.engines.http import ServerError, ServerUnreachable
+from prmsearch.engines.http import ServerError, ServerRefused, ServerTimeout, ServerUnreachable
+from prmsearch.scorers.base import ContextLengthError
 
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(12)]
 DOWN = (
@@ -65,17 +67,22 @@ def _sweep(out, policy, scorer, config, **kw):
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (f"policy failed: ServerError: {DOWN} (at http.py:120)", True),
-        ("policy failed: ServerTimeout: http://x/v1 failed after 5 attempts; last error: timed out", True),
-        ("sweep failed: ConnectionRefusedError: [Errno 111] Connection refused", True),
-        ("policy failed: ServerError: http://x/v1 refused the request with HTTP 400: bad prompt", False),
-        ("scorer failed: ValueError: the prompt is longer than the context", False),
-        ("RuntimeError: server returned garbage", False),
-        (None, False),
+        (ServerError(DOWN), True),
+        (ServerTimeout("http://x/v1 failed after 5 attempts; timed out", url="http://x/v1", timeout=1,
+                       attempts=5), True),
+        (ServerUnreachable(DOWN), True),
+        (ConnectionRefusedError("[Errno 111] Connection refused"), True),
+        (TimeoutError("timed out"), True),
+        (ServerRefused("http://x/v1 refused the request with HTTP 400: bad prompt", status=400,
+                       body="bad prompt"), False),
+        (ContextLengthError("the prompt is longer than the context"), False),
+        (ValueError("ServerError: a message that names a connection error is not one"), False),
+        (RuntimeError("server returned garbage"), False),
     ],
 )
-def test_connection_errors_are_told_from_problem_errors(error, expected):
-    assert is_connection_error(error) is expected
+def test_connection_errors_are_told_from_problem_errors_by_type(error, expected):
+    assert is_connection_error(failure_kind(error)) is expected
+    assert is_connection_error(None) is False
 
 
 def test_a_dead_server_stops_the_sweep_and_a_retry_completes_it(tmp_path):
@@ -86,7 +93,8 @@ def test_a_dead_server_stops_the_sweep_and_a_retry_completes_it(tmp_path):
         _sweep(tmp_path, dying, scorer, config)
     rows = list(ResultsFolder(tmp_path).rows())
     assert info.value.failures == 4 and "Connection refused" in info.value.last_error
-    assert rows[0]["error"] is None and all(is_connection_error(r["error"]) for r in rows[-4:])
+    assert rows[0]["error"] is None and all(is_connection_error(r["error_kind"]) for r in rows[-4:])
+    assert {r["error_kind"] for r in rows[-4:]} == {"server"}
     assert len(rows) < len(PROBLEMS)  # the rest were never tried, so they spent no retries
     assert dying.dead_calls <= 2 * 3  # two dead chunks of two: one batched call, then one per problem
 
@@ -108,6 +116,7 @@ def test_an_unreachable_server_is_not_retried_problem_by_problem(tmp_path):
     rows = list(ResultsFolder(tmp_path).rows())
     assert dying.dead_calls == 2  # two dead chunks of four, one batched call each (was 2 x 5)
     assert all("ServerUnreachable" in r["error"] for r in rows if r["error"])
+    assert {r["error_kind"] for r in rows if r["error"]} == {"unreachable"}
 
 
 def test_the_limit_can_be_turned_off(tmp_path):
@@ -115,7 +124,7 @@ def test_the_limit_can_be_turned_off(tmp_path):
     config = SweepConfig(strategies=("beam",), budgets=(4,), chunk=2, max_consecutive_failures=0)
     folder = _sweep(tmp_path, DyingPolicy(policy, alive=0), scorer, config)
     rows = list(folder.rows())
-    assert len(rows) == len(PROBLEMS) and all(is_connection_error(r["error"]) for r in rows)
+    assert len(rows) == len(PROBLEMS) and all(is_connection_error(r["error_kind"]) for r in rows)
     assert "max_consecutive_failures" not in config.to_dict()  # operational: a resume may change it
     with pytest.raises(ValueError, match="max_consecutive_failures must be an int >= 0"):
         SweepConfig(max_consecutive_failures=-1)

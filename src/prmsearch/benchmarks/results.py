@@ -60,6 +60,10 @@ class ResultRow:
         steps, step_scores: the chosen path (empty for derived rows, which keep only candidates).
         ledger: the compute ledger as a dict (None when the search failed before charging).
         error: why the search failed (None when it ran).
+        error_kind: the kind of that failure, from the exception's type (``unreachable``,
+            ``timeout``, ``context_length``, ``strategy``...; see
+            `prmsearch.search.failures.ERROR_KINDS`); None when it ran, or on rows written before
+            kinds were recorded.
         candidates: the strategy's final candidates (``answer``, ``group``, ``score``) for offline
             re-selection; None on rows that never had any (error rows).
         derived_from: for a row derived from a sibling strategy's run, that strategy.
@@ -82,6 +86,7 @@ class ResultRow:
     step_scores: tuple[float, ...] = ()
     ledger: Mapping[str, Any] | None = None
     error: str | None = None
+    error_kind: str | None = None
     candidates: tuple[Mapping[str, Any], ...] | None = None
     derived_from: str | None = None
     report: Mapping[str, Any] | None = None
@@ -112,6 +117,8 @@ class ResultRow:
             "ledger": None if self.ledger is None else dict(self.ledger),
             "error": self.error,
         }
+        if self.error_kind is not None:
+            data["error_kind"] = self.error_kind
         if self.candidates is not None:
             data["candidates"] = [dict(c) for c in self.candidates]
         if self.derived_from is not None:
@@ -137,6 +144,7 @@ class ResultRow:
             step_scores=tuple(data.get("step_scores") or ()),
             ledger=data.get("ledger"),
             error=data.get("error"),
+            error_kind=data.get("error_kind"),
             candidates=None if candidates is None else tuple(candidates),
             derived_from=data.get("derived_from"),
             report=data.get("report"),

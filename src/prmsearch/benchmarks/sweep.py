@@ -21,7 +21,6 @@ problems not yet run have no row, and a resume with ``retry_errors`` continues.
 from __future__ import annotations
 
 import math
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.api import Searcher, resolve_policy, resolve_scorer
+from prmsearch.backend_errors import CONNECTION_KINDS, failure_kind
 from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.benchmarks.siblings import append_sibling_rows
 from prmsearch.benchmarks.sweep_config import SweepConfig
@@ -65,35 +65,11 @@ def sweep_problems(dataset: Iterable[Any]) -> list[SweepProblem]:
     return [SweepProblem(str(p.id), p.question, str(p.answer)) for p in dataset]
 
 
-#: Exception names that, in a row's ``error`` (the driver writes ``"Name: message"``), mean the
-#: backend could not serve the problem: the HTTP policies'
-#: :class:`~prmsearch.engines.http.ServerError` and :class:`~prmsearch.engines.http.ServerTimeout`
-#: (raised once all retries of a refused connection, a timeout, a 5xx or a malformed answer are
-#: spent; a 4xx refusal is not counted, see ``_REFUSED``), and Python's and httpx's connection
-#: errors (another backend's). A problem that is itself bad fails with other errors.
-CONNECTION_ERRORS = (
-    "ServerError",
-    "ServerTimeout",
-    "ServerUnreachable",
-    "ConnectionError",
-    "ConnectionRefusedError",
-    "ConnectionResetError",
-    "ConnectionAbortedError",
-    "BrokenPipeError",
-    "TimeoutError",
-    "ConnectError",
-    "ConnectTimeout",
-    "RemoteProtocolError",
-)
-_CONNECTION = re.compile(r"\b(?:" + "|".join(CONNECTION_ERRORS) + r"):")
-#: A ServerError for an HTTP 4xx answer: the server is up and refused this request.
-_REFUSED = re.compile(r"refused the request with HTTP 4\d\d")
-
-
-def is_connection_error(error: str | None) -> bool:
-    """Whether a row's ``error`` says the backend could not be reached (not that the problem is
-    bad): it names one of :data:`CONNECTION_ERRORS` as ``Name:``, and is not a 4xx refusal."""
-    return bool(error) and _CONNECTION.search(error) is not None and _REFUSED.search(error) is None
+def is_connection_error(kind: str | None) -> bool:
+    """Whether a row's ``error_kind`` says the backend could not be reached, timed out or failed
+    as a server (`prmsearch.backend_errors.CONNECTION_KINDS`), not that the problem is bad (a 4xx
+    refusal, a too-long question or a broken strategy is the problem's)."""
+    return kind in CONNECTION_KINDS
 
 
 class ServerDownError(RuntimeError):
@@ -121,7 +97,7 @@ class FailureStreak:
 
     def update(self, row: ResultRow) -> bool:
         """Count ``row``; True once ``limit`` (> 0) problems in a row failed to connect."""
-        if is_connection_error(row.error):
+        if is_connection_error(row.error_kind):
             self.count += 1
             self.last_error = str(row.error)
         else:
@@ -187,6 +163,7 @@ def result_row(
         step_scores=tuple(data["step_scores"]),
         ledger=data["ledger"],
         error=result.error,
+        error_kind=result.error_kind,
         candidates=tuple(
             {"answer": c.answer, "group": c.group, "score": None if math.isnan(c.score) else float(c.score)}
             for c in result.candidates
@@ -196,11 +173,12 @@ def result_row(
     )
 
 
-def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, error: str) -> ResultRow:
-    """A row recording that a problem could not be searched at all."""
+def error_row(problem: SweepProblem, strategy: str, budget: int, seed: int, error: str,
+              kind: str = "error") -> ResultRow:
+    """A row recording that a problem could not be searched at all (``kind``: its error kind)."""
     return ResultRow(
         qid=problem.qid, strategy=strategy, budget=budget, seed=seed, answer=None,
-        gold=problem.gold, correct=False, score=None, error=error,
+        gold=problem.gold, correct=False, score=None, error=error, error_kind=kind,
     )
 
 
@@ -359,7 +337,7 @@ def chunk_rows(
         for index, problem in enumerate(chunk):
             if index not in emitted:
                 emitted.add(index)
-                emit(error_row(problem, strategy, budget, seed, message))
+                emit(error_row(problem, strategy, budget, seed, message, failure_kind(exc)))
 
 
 class _NullBar:

@@ -34,14 +34,40 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from prmsearch.backend_errors import (
+    BackendFailed,
+    BackendRefused,
+    BackendTimeout,
+    BackendUnreachable,
+    MalformedReply,
+)
+
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
-class ServerError(RuntimeError):
+class ServerError(BackendFailed):
     """The server could not serve a request after all retries (or refused it outright)."""
 
 
-class ServerTimeout(ServerError):
+class ServerRefused(BackendRefused, ServerError):
+    """The server answered this request with an HTTP 4xx (not retried: it is up and said no).
+
+    Attributes:
+        status: the HTTP status.
+        body: the start of the server's reply.
+    """
+
+    def __init__(self, message: str, *, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ServerMalformedReply(MalformedReply, ServerError):
+    """The server answered, but not with the shape the API promises (a count, a field)."""
+
+
+class ServerTimeout(BackendTimeout, ServerError):
     """Every attempt at one request ended in the timeout (or the last one did).
 
     Attributes:
@@ -57,12 +83,10 @@ class ServerTimeout(ServerError):
         self.attempts = attempts
 
 
-class ServerUnreachable(ServerError):
+class ServerUnreachable(BackendUnreachable, ServerError):
     """Every attempt at one request failed to connect (refused, reset, DNS): the server is down or
-    not there. ``backend_unreachable`` tells the search driver so, without it importing this
-    module: retrying the same work request by request cannot help, so it does not."""
-
-    backend_unreachable = True
+    not there. Its type tells the search driver so: retrying the same work request by request
+    cannot help, so it does not."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +151,9 @@ async def _post_one(client: Any, url: str, body: Mapping[str, Any], retry: Retry
             if response.status_code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]!r}")
             if response.status_code >= 400:
-                raise ServerError(
-                    f"{url} refused the request with HTTP {response.status_code}: {response.text[:500]}"
+                raise ServerRefused(
+                    f"{url} refused the request with HTTP {response.status_code}: {response.text[:500]}",
+                    status=response.status_code, body=response.text[:500],
                 )
             try:
                 data = response.json()

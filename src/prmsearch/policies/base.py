@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from prmsearch.backend_errors import ContextTooLong
 from prmsearch.registry import Registry
 
 DEFAULT_DELIMITER = "\n\n"
@@ -161,14 +162,14 @@ def generation_budget(index: int, prompt_tokens: int, max_new_tokens: int, conte
     """Tokens a request may generate: its limit, cut to what the model's context has left.
 
     Generation then stops at the context end with finish "length"; input is never dropped, so
-    a prompt that alone fills the context is an error naming request ``index``.
+    a prompt that alone fills the context is a `ContextTooLong` naming request ``index``.
     """
     if prompt_tokens == 0:
         raise ValueError(f"request {index}: the prompt tokenised to no tokens")
     if context is None:
         return max_new_tokens
     if prompt_tokens >= context:
-        raise ValueError(
+        raise ContextTooLong(
             f"request {index}: the prompt has {prompt_tokens} tokens, the model context only "
             f"{context}; shorten the question or the path (nothing is truncated)"
         )

@@ -46,7 +46,14 @@ from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import PostSession, RetryPolicy, auth_headers
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput, TokenizerLock
+from prmsearch.policies.base import (
+    Finish,
+    Generation,
+    GenerationRequest,
+    StepOutput,
+    TokenizerLock,
+    generation_budget,
+)
 from prmsearch.policies.vllm_output import step_output
 
 SEED_MASK = (1 << 62) - 1
@@ -231,14 +238,8 @@ class OpenAIPolicy:
             ids = list(self.tokenizer(text, add_special_tokens=self.prompt_format.add_special_tokens)
                        ["input_ids"])
         max_new = request.sampling.max_new_tokens
-        ctx = self.config.context_length
-        if ctx is not None and ids is not None:
-            if len(ids) >= ctx:
-                raise ValueError(
-                    f"request {index}: the prompt has {len(ids)} tokens, the model context only "
-                    f"{ctx}; shorten the question or the path (nothing is truncated)"
-                )
-            max_new = min(max_new, ctx - len(ids))
+        if ids is not None:
+            max_new = generation_budget(index, len(ids), max_new, self.config.context_length)
         seed = request.seed if request.seed is not None else secrets.randbits(62)
         return _Prepared(request, text, ids, int(seed) & SEED_MASK, max_new)
 

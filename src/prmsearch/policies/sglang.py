@@ -44,7 +44,7 @@ from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import (
     PostSession,
     RetryPolicy,
-    ServerError,
+    ServerMalformedReply,
     ServerTimeout,
     auth_headers,
 )
@@ -283,8 +283,8 @@ class SGLangPolicy:
         for (a, b), data in zip(spans, answers, strict=True):
             items = data if isinstance(data, list) else [data]
             if len(items) != b - a:
-                raise ServerError(f"{url} returned {len(items)} outputs for the {b - a} prompts "
-                                  f"{a}..{b - 1} of one request")
+                raise ServerMalformedReply(f"{url} returned {len(items)} outputs for the {b - a} prompts "
+                                           f"{a}..{b - 1} of one request")
             outputs.extend(items)
         return outputs
 

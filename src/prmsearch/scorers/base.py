@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from prmsearch.backend_errors import ContextTooLong, MalformedReply
 from prmsearch.registry import Registry
 
 
@@ -44,11 +45,11 @@ class StepScores:
     tokens_cached: int = 0
 
 
-class ScoreCountError(ValueError):
+class ScoreCountError(MalformedReply):
     """A scorer returned a different number of scores than there are steps."""
 
 
-class ContextLengthError(ValueError):
+class ContextLengthError(ContextTooLong):
     """A request is longer than the PRM's context (steps are never silently truncated). The
     driver scores such a batch request by request and ends each too-long path as an unscored,
     truncated leaf, so one long path never fails its whole problem."""

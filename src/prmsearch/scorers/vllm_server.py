@@ -47,6 +47,8 @@ from prmsearch.engines.http import (
     PostSession,
     RetryPolicy,
     ServerError,
+    ServerMalformedReply,
+    ServerRefused,
     ServerTimeout,
     ServerUnreachable,
     auth_headers,
@@ -60,7 +62,7 @@ SUPPORTED_FAMILIES = ("qwen-prm",)
 _ROW_SUM_TOLERANCE = 1e-3
 
 
-class PRMServerResponseError(ServerError):
+class PRMServerResponseError(ServerMalformedReply):
     """The PRM server answered, but not with one probability row per step of every path."""
 
 
@@ -339,11 +341,15 @@ class VLLMServerPRMScorer:
             return ServerUnreachable(
                 f"{what}; fix: is the PRM server running and reachable from here "
                 f"(curl {root}/health)? {start}")
-        if "does not exist" in str(exc):
-            return ServerError(f"{what}; fix: give the served model name ({root}/v1/models lists "
-                               "it) as model=, or model=None for the server's one model")
-        if "HTTP 404" in str(exc) or "HTTP 405" in str(exc):
-            return ServerError(f"{what}; fix: the server has no /pooling route: {start}")
+        if isinstance(exc, ServerRefused):
+            if "does not exist" in exc.body:  # the server's own reply names the missing model
+                fix = (f"give the served model name ({root}/v1/models lists it) as model=, or "
+                       "model=None for the server's one model")
+            elif exc.status in (404, 405):
+                fix = f"the server has no /pooling route: {start}"
+            else:
+                fix = f"see the PRM server's log; {start}"
+            return ServerRefused(f"{what}; fix: {fix}", status=exc.status, body=exc.body)
         return ServerError(f"{what}; fix: see the PRM server's log; {start}")
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from prmsearch.backend_errors import MalformedReply
 from prmsearch.policies.base import Generation, GenerationRequest, Policy
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores
-from prmsearch.search.failures import backend_unreachable, describe
+from prmsearch.search.failures import backend_failure_kind, backend_unreachable, describe
 from prmsearch.search.job import Job
 
 #: recover(job, its requests, the exception) -> its results, or None when it fails
@@ -51,7 +52,7 @@ def batched_call(
     def fail(job: Job, requests: list, exc: BaseException) -> None:
         results = recover(job, requests, exc) if recover is not None else None
         if results is None:
-            job.error = f"{what} failed: {describe(exc)}"
+            job.fail(f"{what} failed: {describe(exc)}", backend_failure_kind(exc))
         else:
             out[id(job)] = results
 
@@ -79,17 +80,17 @@ def batched_call(
 def check_generations(requests: list[GenerationRequest], gens: list[Generation]) -> None:
     """Refuse a policy reply that does not hold one generation of ``n`` samples per request."""
     if len(gens) != len(requests):
-        raise ValueError(f"policy returned {len(gens)} generations for {len(requests)} requests")
+        raise MalformedReply(f"policy returned {len(gens)} generations for {len(requests)} requests")
     for request, gen in zip(requests, gens):
         if len(gen.samples) != request.n:
-            raise ValueError(f"policy returned {len(gen.samples)} samples, asked for {request.n}")
+            raise MalformedReply(f"policy returned {len(gen.samples)} samples, asked for {request.n}")
 
 
 def check_score_count(requests: list[ScoreRequest], results: list[StepScores]) -> None:
     """Refuse a scorer reply that does not hold one result per request (the values themselves
     are checked as they are written)."""
     if len(results) != len(requests):
-        raise ValueError(f"scorer returned {len(results)} results for {len(requests)} requests")
+        raise MalformedReply(f"scorer returned {len(results)} results for {len(requests)} requests")
 
 
 

@@ -224,6 +224,7 @@ class Driver:
             ledger=job.ledger,
             seed=job.seed,
             error=job.error,
+            error_kind=job.error_kind,
             candidates=candidates if job.error is None else (),
             notes=too_long_notes(job.too_long),
             report=dict(choice.report) if choice is not None and job.error is None else {},

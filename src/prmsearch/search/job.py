@@ -27,6 +27,7 @@ class Job:
         groups: canonical answer -> answer group id.
         expansions: node -> how often it was expanded (each expansion gets its own seed).
         error: why it failed, once it did.
+        error_kind: what kind of failure that was (`prmsearch.search.failures.ERROR_KINDS`).
         choice: the strategy's final choice, once it finished.
         too_long: paths longer than the PRM's context, ended as unscored leaves.
         paths: step texts of the last round's new nodes (the next round expands them, mostly).
@@ -35,6 +36,7 @@ class Job:
     __slots__ = (
         "choice",
         "error",
+        "error_kind",
         "expansions",
         "gen",
         "groups",
@@ -63,6 +65,7 @@ class Job:
         self.groups: dict[str, int] = {}
         self.expansions: dict[int, int] = {}
         self.error: str | None = None
+        self.error_kind: str | None = None
         self.choice: Choice | None = None
         self.too_long = 0
         self.paths: dict[int, tuple[str, ...]] = {}
@@ -89,13 +92,18 @@ class Job:
             try:
                 check_choice(self.tree, stop.value)
             except Exception as exc:
-                self.error = describe(exc)
+                self.fail(describe(exc), "strategy")
                 return None
             self.choice = stop.value
             return None
         except Exception as exc:
-            self.error = describe(exc)
+            self.fail(describe(exc), "strategy")
             return None
+
+    def fail(self, error: str, kind: str) -> None:
+        """Record why the search failed and what kind of failure it was."""
+        self.error = error
+        self.error_kind = kind
 
 
 def check_choice(tree: SearchTree, choice: object) -> None:

@@ -47,6 +47,9 @@ class SearchResult:
         ledger: compute spent on this problem.
         seed: the problem's seed.
         error: ``"ExceptionType: message"`` when the search failed, else None.
+        error_kind: the kind of that failure, from the exception's type (one of
+            `prmsearch.search.failures.ERROR_KINDS`: ``unreachable``, ``timeout``,
+            ``context_length``, ``strategy``...), else None.
         notes: remarks for the user (e.g. a question outside the models' domain).
         candidates: the strategy's candidates, in the order it listed them (empty on failure).
         report: what the strategy reported about its run (:attr:`Choice.report`, e.g. the
@@ -68,6 +71,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     candidates: tuple[Candidate, ...] = ()
     report: dict[str, Any] = field(default_factory=dict)
+    error_kind: str | None = None
 
     @property
     def text(self) -> str:
@@ -88,6 +92,7 @@ class SearchResult:
             "seed": self.seed,
             "nodes": len(self.tree),
             "error": self.error,
+            "error_kind": self.error_kind,
             "notes": list(self.notes),
         }
         if self.report:

@@ -288,8 +288,8 @@ class TreeWriter:
                     values = [last_score(request, result)]
                 else:
                     values = check_scores(request, result)[first - last - 1 :]
-            except Exception as exc:
-                job.error = f"scorer failed: {describe(exc)}"
+            except Exception as exc:  # scores of the wrong shape or out of [0, 1]
+                job.fail(f"scorer failed: {describe(exc)}", "malformed_reply")
                 break
             computed += result.tokens_computed
             cached += result.tokens_cached

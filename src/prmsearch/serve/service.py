@@ -19,9 +19,6 @@ from prmsearch.search.protocol import BoundStrategy
 from prmsearch.search.session import Progress, SessionClosed
 from prmsearch.serve.errors import ApiError
 
-#: Words in a policy's per-question error that mean the question does not fit the model.
-_TOO_LONG = "the model context only"
-
 
 class SearchService:
     """Submits questions to an open search session and turns failures into API errors."""
@@ -85,7 +82,7 @@ class SearchService:
             self.served += 1
             return result
         self.failed += 1
-        if _TOO_LONG in result.error:
+        if result.error_kind == "context_length":
             raise ApiError(400, f"the question does not fit the model: {result.error}",
                            param="messages", code="context_length_exceeded")
         raise ApiError(503, f"the search failed: {result.error}", code="backend_error")

@@ -60,7 +60,7 @@ def run_flow(
             """A job whose caller cancelled it ends here (no more work for it)."""
             if not job.cancelled:
                 return False
-            job.error = "cancelled: the caller stopped waiting"
+            job.fail("cancelled: the caller stopped waiting", "cancelled")
             finish(job)
             return True
 
