@@ -9,6 +9,7 @@ from typing import Any
 
 from prmsearch.answers import AnswerMatcher
 from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
+from prmsearch.scorers import backend_scorer
 from prmsearch.scorers.base import SCORERS, NoScorer, Scorer, make_scorer
 from prmsearch.search.driver import Driver, RunConfig, RunStats, SearchResult
 from prmsearch.search.ledger import Ledger
@@ -46,13 +47,20 @@ def _needs_model(exc: TypeError) -> bool:
     return "required" in str(exc) and "'model'" in str(exc)
 
 
-def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
-    """A policy object as is; a registered backend name; otherwise a model path for ``hf``.
+def resolve_policy(policy: Policy | str | None, backend: str | None = None, **kwargs: Any) -> Policy:
+    """A policy object as is; a registered backend name; otherwise a model path for ``backend``
+    (``hf`` by default).
 
     ``None`` means the embedded default (the project's tiny arithmetic policy). A local path
-    that does not exist, and a backend name without the model it needs, are ValueErrors.
+    that does not exist, and a backend name without the model it needs, are ValueErrors. This is
+    the one place policies are built from names: `solve`, the command line, sweeps and recipes
+    all come here.
     """
-    if policy is None:
+    if backend is not None and isinstance(policy, str):
+        POLICIES.entry(backend)  # an unknown backend lists the known ones
+        if backend != "arith" or policy != "arith":
+            return make_policy(backend, model=policy, **kwargs)
+    if policy is None or (backend == "arith" and policy == "arith"):
         return make_policy("arith", **kwargs)
     if isinstance(policy, str):
         if policy in POLICIES:
@@ -71,13 +79,22 @@ def resolve_policy(policy: Policy | str | None, **kwargs: Any) -> Policy:
     return policy
 
 
-def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, **kwargs: Any) -> Scorer:
-    """A scorer object as is; a registered name; otherwise a model path for PRM ``family``.
+def resolve_scorer(scorer: Scorer | str | None, family: str | None = None, backend: str | None = None,
+                   **kwargs: Any) -> Scorer:
+    """A scorer object as is; a registered name; otherwise a model path for PRM ``family`` on
+    ``backend`` (``hf`` by default; ``vllm`` or ``vllm-server`` for the families they run).
 
     ``None`` means the embedded default PRM, or with a ``family`` that scorer without a model
     (e.g. ``policy-confidence``). A model path needs ``family`` (e.g. "qwen-prm"): the family is
-    never guessed from the model's name.
+    never guessed from the model's name. The one place scorers are built from names.
     """
+    if backend not in (None, "hf"):
+        if family is None:
+            raise ValueError(f"a PRM on the {backend} backend needs its family (e.g. qwen-prm)")
+        name = backend_scorer(backend, family)
+        if backend == "vllm-server":
+            kwargs = {**kwargs, "family": family}
+        return make_scorer(name, **kwargs) if scorer is None else make_scorer(name, model=scorer, **kwargs)
     if scorer is None and family is not None:
         scorer, family = family, None  # a scorer named by its family alone (it may need no model)
     if scorer is None:

@@ -40,8 +40,6 @@ from prmsearch.benchmarks.sweep_config import SweepConfig
 POLICY_BACKENDS = ("hf", "vllm", "openai", "sglang", "arith")
 PRM_BACKENDS = ("hf", "vllm", "vllm-server")
 #: PRM families each scorer backend can run, and the scorer name that builds them.
-_VLLM_SCORERS = {"qwen-prm": "vllm-qwen-prm"}
-_SERVER_SCORERS = {"qwen-prm": "vllm-server"}  # the PRM on a vLLM pooling server (another host)
 #: Scorers that are not a PRM family and need no model (they may take one): given as ``prm.family``.
 MODEL_FREE_SCORERS = ("policy-confidence",)
 _TOP_KEYS = {"name", "description", "policy", "prm", "sampling", "search", "dataset", "strategies",
@@ -99,12 +97,10 @@ class BackendSpec:
     args: Mapping[str, Any] = field(default_factory=dict)
 
     def scorer_name(self) -> str:
-        """The registered scorer that runs this PRM spec."""
-        if self.backend == "vllm":
-            return _VLLM_SCORERS[str(self.family)]
-        if self.backend == "vllm-server":
-            return _SERVER_SCORERS[str(self.family)]
-        return str(self.family)
+        """The registered scorer that runs this PRM spec (`prmsearch.scorers.backend_scorer`)."""
+        from prmsearch.scorers import backend_scorer
+
+        return backend_scorer(self.backend, str(self.family))
 
 
 @dataclass(frozen=True)
@@ -119,22 +115,18 @@ class Recipe:
     path: Path | None = None
 
     def build_policy(self):
-        """Load the policy (this is where models are loaded)."""
-        from prmsearch.policies import make_policy
-        args = dict(self.policy.args)
+        """Load the policy (this is where models are loaded), through `resolve_policy`."""
+        from prmsearch.api import resolve_policy
+
         if self.policy.backend == "arith":
-            return make_policy("arith", **args)
-        return make_policy(self.policy.backend, model=self.policy.model, **args)
+            return resolve_policy(None, **self.policy.args)
+        return resolve_policy(self.policy.model, self.policy.backend, **self.policy.args)
 
     def build_scorer(self):
-        """Load the PRM scorer."""
-        from prmsearch.scorers import make_scorer
-        args = dict(self.prm.args)
-        if self.prm.backend == "vllm-server":
-            args["family"] = self.prm.family
-        if self.prm.model is None:
-            return make_scorer(self.prm.scorer_name(), **args)
-        return make_scorer(self.prm.scorer_name(), model=self.prm.model, **args)
+        """Load the PRM scorer, through `resolve_scorer`."""
+        from prmsearch.api import resolve_scorer
+
+        return resolve_scorer(self.prm.model, self.prm.family, self.prm.backend, **self.prm.args)
 
     def build_backends(self):
         """``(policy, scorer)``; the policy first, so GPU memory shares apply in that order."""
@@ -194,13 +186,16 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
         raise RecipeError(f"{source}: prm.family must be one of {sorted(PRM_FORMATS)}, got {family!r}")
     if backend not in PRM_BACKENDS:
         raise RecipeError(f"{source}: prm.backend must be one of {list(PRM_BACKENDS)}, got {backend!r}")
-    if backend == "vllm" and family not in _VLLM_SCORERS:
-        raise RecipeError(f"{source}: the vllm PRM backend runs families {sorted(_VLLM_SCORERS)}, "
+    from prmsearch.scorers import SCORER_BACKENDS
+
+    if backend == "vllm" and family not in SCORER_BACKENDS["vllm"]:
+        raise RecipeError(f"{source}: the vllm PRM backend runs families {sorted(SCORER_BACKENDS['vllm'])}, "
                           f"got {family!r}; use prm.backend: hf")
     if backend == "vllm-server":
-        if family not in _SERVER_SCORERS:
+        if family not in SCORER_BACKENDS["vllm-server"]:
             raise RecipeError(f"{source}: the vllm-server PRM backend runs families "
-                              f"{sorted(_SERVER_SCORERS)}, got {family!r}; use prm.backend: hf")
+                              f"{sorted(SCORER_BACKENDS['vllm-server'])}, got {family!r}; "
+                              "use prm.backend: hf")
         if "base_url" not in args:
             raise RecipeError(f"{source}: the vllm-server PRM needs prm.args.base_url (the server, "
                               "e.g. http://10.0.0.2:8001/v1)")

@@ -34,7 +34,7 @@ from prmsearch.benchmarks.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.benchmarks.siblings import append_sibling_rows
 from prmsearch.benchmarks.sweep_config import SweepConfig
 from prmsearch.benchmarks.trees import TreesFolder
-from prmsearch.policies.base import Policy, make_policy
+from prmsearch.policies.base import Policy
 from prmsearch.scorers.base import Scorer
 from prmsearch.search.driver import SearchResult
 from prmsearch.seeding import problem_seed
@@ -107,10 +107,8 @@ class FailureStreak:
 
 def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
     """The policy and scorer of a sweep, loaded once."""
-    if config.policy_backend and config.policy:
-        policy = make_policy(config.policy_backend, model=config.policy, **config.policy_args)
-    else:
-        policy = resolve_policy(config.policy, **config.policy_args)
+    backend = config.policy_backend if config.policy else None
+    policy = resolve_policy(config.policy, backend, **config.policy_args)
     return policy, resolve_scorer(config.prm, config.prm_family, **config.prm_args)
 
 

@@ -16,7 +16,7 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
-from prmsearch.policies.base import POLICIES, SamplingParams, make_policy
+from prmsearch.policies.base import POLICIES, SamplingParams
 from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
 
 
@@ -142,9 +142,7 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy",
         with flag_context(backend_flag, backend):
             POLICIES.entry(backend)  # an unknown backend lists the known ones
     try:
-        if backend is not None:
-            return make_policy(backend, model=name, **kwargs)
-        return resolve_policy(name, **kwargs)
+        return resolve_policy(name, backend, **kwargs)
     except MissingModelError as exc:
         fix = f"pass {flag} MODEL {backend_flag} {name}"
         raise FlagError(flag, name, f"policy backend {name!r} needs a model: {fix}") from exc

@@ -10,7 +10,28 @@ from __future__ import annotations
 from prmsearch.scorers import formats as _formats  # noqa: F401  (registers the PRM families)
 from prmsearch.scorers.base import SCORERS, make_scorer, register_scorer
 
-__all__ = ["SCORERS", "make_scorer", "register_scorer"]
+__all__ = ["SCORERS", "SCORER_BACKENDS", "backend_scorer", "make_scorer", "register_scorer"]
+
+#: the scorer that runs a PRM family on a backend other than transformers (``hf``: the family's own)
+SCORER_BACKENDS: dict[str, dict[str, str]] = {
+    "vllm": {"qwen-prm": "vllm-qwen-prm"},  # vLLM's pooling runner, in process
+    "vllm-server": {"qwen-prm": "vllm-server"},  # a vLLM pooling server (another process or host)
+}
+
+
+def backend_scorer(backend: str | None, family: str) -> str:
+    """The registered scorer that runs PRM ``family`` on ``backend`` (None or ``hf``: the family
+    itself); a family the backend does not run is a ValueError naming those it does."""
+    if backend in (None, "hf"):
+        return family
+    families = SCORER_BACKENDS.get(backend)
+    if families is None:
+        known = ", ".join(["hf", *SCORER_BACKENDS])
+        raise ValueError(f"unknown PRM backend {backend!r}; the PRM backends are {known}")
+    if family not in families:
+        raise ValueError(f"the {backend} PRM backend runs the {', '.join(families)} family only, "
+                         f"got {family!r}; use the hf backend for it")
+    return families[family]
 
 _BUILTIN = {
     "vllm-qwen-prm": ("prmsearch.scorers.vllm:vllm_qwen_prm", "qwen-prm family on vLLM's pooling runner"),
