@@ -349,7 +349,7 @@ def test_label_quality_against_the_checker(tmp_path):
 
 
 def test_arith_judge_parses_its_prompt_and_compares_equations():
-    from prmsearch.prm.arith_judge import equation, first_difference, parse_judge_prompt
+    from prmsearch.arith.judge import equation, first_difference, parse_judge_prompt
 
     prompt = judge_prompt(PROBLEM.question, [GOLD[0], WRONG_2, "18 + 13 = 31. The answer is \\boxed{31}"])
     question, steps = parse_judge_prompt(prompt)

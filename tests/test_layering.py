@@ -5,17 +5,25 @@ benchmarks <- prm, perf, conformance, serve <- cli. Policies and scorers are sib
 other; what both need lives in ``engines``), so are ``prm``, ``perf`` and ``conformance`` (the
 checks for new parts, which only the command line may import). Strategies import only the search
 core and the ground floor; the search core sees backends only through their protocol modules.
-Every import counts, the lazy ones inside functions too: a lazy import still points somewhere.
+Every import counts, the lazy ones inside functions too: a lazy import still points somewhere,
+and so does a registry's lazy ``"prmsearch.module:attr"`` target. Parts above the backends (the
+embedded domain) register through the ``prmsearch.plugins`` entry point instead, which points at
+nothing from inside the package.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+import tomllib
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+#: a lazy registry target, "prmsearch.module.path:attribute"
+LAZY_TARGET = re.compile(r"^prmsearch(\.\w+)+:\w+$")
 PACKAGE = SRC / "prmsearch"
 
 #: Floor of each area; an area may import its own floor and those below, except the siblings
@@ -93,6 +101,8 @@ def imported_modules(module: str, path: Path, known: set[str]) -> list[tuple[str
                 origin = node.module or ""
             # ``from a import b`` imports the submodule a.b when there is one.
             targets = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in known else origin for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and LAZY_TARGET.match(node.value):
+            targets = [node.value.partition(":")[0]]  # a registry's lazy "module:attr" still points
         else:
             continue
         for target in dict.fromkeys(targets):
@@ -218,6 +228,24 @@ def test_checks_catch_what_they_should():
     assert allowed("prmsearch.cli", "prmsearch.benchmarks.sweep") is None
     assert strongly_connected({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert strongly_connected({"a": ["b"], "b": []}) == []
+
+
+def test_registry_strings_count_as_imports():
+    """A lazy "module:attr" target is read as an import of that module (so an upward registry
+    string, like the policies package naming the embedded domain, is caught)."""
+    graph = import_graph()
+    assert any(target == "prmsearch.policies.hf" for target, _ in graph["prmsearch.policies"])
+    assert any(target == "prmsearch.arith.defaults" for target, _ in graph["prmsearch.arith.plugin"])
+    assert allowed("prmsearch.policies", "prmsearch.arith.defaults")  # what the rule now forbids
+
+
+def test_entry_points_name_plugin_modules_that_exist():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    plugins = project.get("entry-points", {}).get("prmsearch.plugins", {})
+    assert plugins, "the embedded domain registers through the prmsearch.plugins entry point"
+    modules = all_modules()
+    for name, target in plugins.items():
+        assert target in modules, f"entry point {name} = {target!r}: no such module"
 
 
 @pytest.mark.parametrize("module", ["prmsearch.api", "prmsearch.search.driver", "prmsearch.scorers.hf"])

@@ -2,14 +2,23 @@
 
 Strategies, policy backends, scorers, PRM families, prompt formats and datasets all register
 here the same way: ``register(name, target, summary)``, then ``get(name)`` / ``make(name, **kw)``.
-A target is an object (a spec, a format class, a factory function) or a lazy ``"module:attr"``
+A target is an object (a spec, a format class, a factory function), a lazy ``"module:attr"``
 string, so registering a backend never imports its engine (torch, vLLM, ...) until someone makes
-one. An unknown name is an error that lists the known names and says how to fix it.
+one, or an `Alias` of another name of the same registry. An unknown name is an error that lists
+the known names and says how to fix it.
+
+Packages add parts without any flag: a module that a package names under the ``prmsearch.plugins``
+entry-point group (``[project.entry-points."prmsearch.plugins"]`` in its ``pyproject.toml``) is
+imported the first time any registry is asked for a name it does not hold, or for its names, and
+its registrations run then, as pytest finds its plugins. The embedded arithmetic domain registers
+itself this way.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -19,6 +28,43 @@ T = TypeVar("T")
 
 class UnknownNameError(ValueError):
     """Raised for a name nothing was registered under; the message lists the known names."""
+
+
+#: The entry-point group whose modules register parts when imported (see the module docstring).
+PLUGIN_GROUP = "prmsearch.plugins"
+_plugins_lock = threading.RLock()
+_plugins_state = "unloaded"  # then "loading" (a plugin's import may itself ask a registry), "loaded"
+
+
+def load_plugins() -> None:
+    """Import every ``prmsearch.plugins`` entry point's module once; a plugin that fails to
+    import is a warning naming it, and the others still load."""
+    global _plugins_state
+    if _plugins_state != "unloaded":
+        return
+    with _plugins_lock:
+        if _plugins_state != "unloaded":
+            return
+        _plugins_state = "loading"
+        try:
+            from importlib.metadata import entry_points
+
+            for point in entry_points(group=PLUGIN_GROUP):
+                try:
+                    point.load()
+                except Exception as exc:  # one broken plugin must not break every command
+                    warnings.warn(f"prmsearch plugin {point.name!r} ({point.value}) failed to load: "
+                                  f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        finally:
+            _plugins_state = "loaded"
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A target that is another name of the same registry (resolved there when made), so a
+    module can register a name for a part that lives above it without pointing at its module."""
+
+    name: str
 
 
 @dataclass(frozen=True)
@@ -69,8 +115,15 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is already registered; pass replace=True to override it")
         self._entries[name] = Entry(name, target, summary, dict(bound or {}))
 
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is registered now, without loading plugins (for registration code)."""
+        return name in self._entries
+
     def entry(self, name: str) -> Entry[T]:
-        """The entry for ``name``, or an error listing every known name."""
+        """The entry for ``name`` (plugins loaded first when it is not registered), or an error
+        listing every known name."""
+        if name not in self._entries:
+            load_plugins()
         try:
             return self._entries[name]
         except KeyError:
@@ -83,17 +136,21 @@ class Registry(Generic[T]):
             ) from None
 
     def get(self, name: str) -> Any:
-        """The target registered under ``name`` (imported when lazy)."""
-        return self.entry(name).resolve()
+        """The target registered under ``name`` (imported when lazy, followed when an alias)."""
+        entry = self.entry(name)
+        if isinstance(entry.target, Alias):
+            return self.get(entry.target.name)
+        return entry.resolve()
 
     def make(self, name: str, /, **kwargs: Any) -> T:
         """Call the factory registered under ``name`` with ``kwargs``."""
         entry = self.entry(name)
-        factory: Callable[..., T] = entry.resolve()
+        factory: Callable[..., T] = self.get(name)
         return factory(**{**entry.bound, **kwargs})
 
     def names(self) -> list[str]:
-        """All registered names, sorted."""
+        """All registered names, sorted (plugins loaded first)."""
+        load_plugins()
         return sorted(self._entries)
 
     def entries(self) -> list[Entry[T]]:
@@ -101,10 +158,13 @@ class Registry(Generic[T]):
         return [self._entries[k] for k in self.names()]
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._entries:
+            load_plugins()
         return name in self._entries
 
     def __iter__(self):
         return iter(self.names())
 
     def __len__(self) -> int:
+        load_plugins()
         return len(self._entries)

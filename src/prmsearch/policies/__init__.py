@@ -2,7 +2,8 @@
 
 Built-ins are registered here by name, lazily (``"module:attr"``), so importing this package never
 imports torch, vLLM or SGLang; ``make_policy(name, **kwargs)`` imports a backend when it is made.
-Third-party backends register the same way with :func:`~prmsearch.policies.base.register_policy`.
+Third-party backends register the same way with :func:`~prmsearch.policies.base.register_policy`,
+from a module their package names as a ``prmsearch.plugins`` entry point (see `prmsearch.registry`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ _BUILTIN = {
     "vllm": ("prmsearch.policies.vllm:VLLMPolicy", "vLLM offline engine, prefix caching, one call a round"),
     "openai": ("prmsearch.policies.openai:OpenAIPolicy", "any OpenAI-compatible /v1/completions server"),
     "sglang": ("prmsearch.policies.sglang:SGLangPolicy", "SGLang offline Engine or native /generate (GPU)"),
-    "arith": ("prmsearch.arith.defaults:arith_policy", "the embedded arithmetic policy (default)"),
-    "arith-judge": (
-        "prmsearch.prm.arith_judge:arith_judge",
-        "a judge for the arithmetic domain: a model (folder) re-derives each step",
-    ),
 }
+# The embedded domain's policy and judge register through the ``prmsearch.plugins`` entry point
+# (prmsearch.arith.plugin), like a third-party package's.
 
 for _name, (_target, _summary) in _BUILTIN.items():
-    if _name not in POLICIES:
+    if not POLICIES.has(_name):
         register_policy(_name, _target, _summary)

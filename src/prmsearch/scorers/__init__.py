@@ -8,7 +8,7 @@ here by name, lazily, so importing this package never imports torch or vLLM.
 from __future__ import annotations
 
 from prmsearch.scorers import formats as _formats  # noqa: F401  (registers the PRM families)
-from prmsearch.scorers.base import SCORERS, make_scorer, register_scorer
+from prmsearch.scorers.base import HF_PRM, SCORERS, make_scorer, register_scorer
 
 __all__ = ["SCORERS", "SCORER_BACKENDS", "backend_scorer", "make_scorer", "register_scorer"]
 
@@ -41,12 +41,13 @@ _BUILTIN = {
     ),
     "policy-confidence": (
         "prmsearch.scorers.confidence:policy_confidence",
-        "PRM-free baseline: the policy's minimum token probability so far",
+        "PRM-free baseline: the policy's token probabilities (mean, min or last)",
     ),
-    "arith": ("prmsearch.arith.defaults:arith_prm", "the embedded arithmetic PRM (default)"),
-    "arith-oracle": ("prmsearch.arith.oracle:arith_oracle", "the exact checker as a PRM (upper bound)"),
+    HF_PRM: ("prmsearch.scorers.hf:HFPRMScorer", "any PRM family on transformers (family=...)"),
 }
+# The embedded domain's PRM and oracle register through the ``prmsearch.plugins`` entry point
+# (prmsearch.arith.plugin), like a third-party package's.
 
 for _name, (_target, _summary) in _BUILTIN.items():
-    if _name not in SCORERS:
+    if not SCORERS.has(_name):
         register_scorer(_name, _target, _summary)

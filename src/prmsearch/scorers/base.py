@@ -117,6 +117,10 @@ class NoScorer:
 
 SCORERS: Registry[Scorer] = Registry("scorer")
 
+#: The scorer that runs any PRM family on transformers (each family's own name is an alias of it,
+#: bound to that family).
+HF_PRM = "hf-prm"
+
 
 def register_scorer(name: str, factory, summary: str = "", *, replace: bool = False) -> None:
     """Register a scorer (PRM family or backend) factory by name."""

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from prmsearch.engines.prompt_formats import QWEN_MATH_SYSTEM
-from prmsearch.registry import Registry
-from prmsearch.scorers.base import SCORERS
+from prmsearch.registry import Alias, Registry
+from prmsearch.scorers.base import HF_PRM, SCORERS
 
 if TYPE_CHECKING:  # torch is imported when a format reads model outputs, not at import time
     import torch
@@ -126,9 +126,8 @@ def prm_family(summary: str):
         if not cls.family:
             raise ValueError(f"{cls.__name__}.family must name the PRM family")
         PRM_FORMATS.register(cls.family, cls, summary)
-        if cls.family not in SCORERS:
-            hf_scorer = "prmsearch.scorers.hf:HFPRMScorer"
-            SCORERS.register(cls.family, hf_scorer, summary, bound={"family": cls.family})
+        if not SCORERS.has(cls.family):  # the family's name runs it on transformers
+            SCORERS.register(cls.family, Alias(HF_PRM), summary, bound={"family": cls.family})
         return cls
 
     return register
