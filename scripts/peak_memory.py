@@ -1,8 +1,10 @@
 """Run a command and report the peak resident memory of its whole process tree.
 
 A real-model bench is several processes (the bench, vLLM's engine worker, tokenizer threads), so
-the peak RSS of the parent alone understates what the machine needs. This samples the sum of RSS
-over the command and all its descendants every `--every` seconds and prints the peak at the end.
+the peak RSS of the parent alone understates what the machine needs. This samples the command and
+all its descendants every `--every` seconds and prints two peaks at the end: the sum of their RSS
+(which counts the pages they share, such as torch's libraries, once per process) and the sum of
+their PSS (each shared page split among its sharers: what the tree takes from the machine).
 
     python scripts/peak_memory.py --every 1 -- prmsearch bench --dataset gsm8k --limit 5 ...
 """
@@ -18,26 +20,30 @@ import time
 import psutil
 
 
-def tree_rss(root: psutil.Process) -> int:
-    """Bytes resident in `root` and every process below it (gone processes count zero)."""
-    total = 0
+def tree_memory(root: psutil.Process) -> tuple[int, int]:
+    """(RSS, PSS) bytes summed over `root` and every process below it (gone processes count
+    zero; PSS falls back to RSS where the kernel does not report it)."""
+    rss = pss = 0
     try:
         members = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
+        return 0, 0
     for proc in members:
         try:
-            total += proc.memory_info().rss
+            info = proc.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return total
+        rss += info.rss
+        pss += getattr(info, "pss", info.rss)
+    return rss, pss
 
 
 def watch(pid: int, every: float, stop: threading.Event, peak: list[int]) -> None:
-    """Keep `peak[0]` at the largest tree RSS seen until `stop` is set."""
+    """Keep `peak` at the largest tree RSS and PSS seen until `stop` is set."""
     root = psutil.Process(pid)
     while not stop.is_set():
-        peak[0] = max(peak[0], tree_rss(root))
+        rss, pss = tree_memory(root)
+        peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
         stop.wait(every)
 
 
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--every must be positive")
     started = time.monotonic()
     child = subprocess.Popen(command)
-    stop, peak = threading.Event(), [0]
+    stop, peak = threading.Event(), [0, 0]
     sampler = threading.Thread(target=watch, args=(child.pid, args.every, stop, peak), daemon=True)
     sampler.start()
     try:
@@ -64,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     stop.set()
     sampler.join()
     wall = time.monotonic() - started
-    print(f"peak memory of the process tree: {peak[0] / 2**30:.2f} GiB "
-          f"(sampled every {args.every:g} s); wall {wall:.0f} s; exit {code}", file=sys.stderr)
+    print(f"peak memory of the process tree: PSS {peak[1] / 2**30:.2f} GiB, "
+          f"RSS sum {peak[0] / 2**30:.2f} GiB (sampled every {args.every:g} s); wall {wall:.0f} s; "
+          f"exit {code}", file=sys.stderr)
     return code
 
 
