@@ -1,6 +1,6 @@
-"""The ``prmsearch`` command: ``solve``, ``strategies``, ``bench``, plus the benchmark and
-performance subcommands that :mod:`prmsearch.benchmarks.commands` and :mod:`prmsearch.perf`
-add.
+"""The ``prmsearch`` command: every subcommand's parser lives in this package (``solve`` and
+``strategies``, ``bench``, ``aggregate`` and ``eval-prm`` in :mod:`prmsearch.cli.evaluate`,
+``plan``, ``perf``, ``label`` and ``train-prm``, ``serve``, ``view``).
 
 Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
 the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
@@ -132,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _benchmark_commands(sub) -> None:
-    from prmsearch.benchmarks.commands import register_commands
-    from prmsearch.benchmarks.plan_command import register_plan_command
-    from prmsearch.perf.command import register_perf_command
+    from prmsearch.cli.evaluate import register_commands
+    from prmsearch.cli.perf import register_perf_command
+    from prmsearch.cli.plan import register_plan_command
 
     register_commands(sub)
     register_plan_command(sub)

@@ -1,5 +1,5 @@
 """The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands (``perf`` lives in
-:mod:`prmsearch.perf.command`).
+:mod:`prmsearch.cli.perf`).
 
 ``register_commands(subparsers)`` adds them to the CLI's argparse subparsers. Each command maps
 its flags onto the frozen config of its module

@@ -2,7 +2,7 @@
 ``report`` how a sweep's planner spent its compute (per-problem FLOPs spread, accuracy at equal
 compute). See :mod:`prmsearch.benchmarks.planning` and the ``planner`` strategy.
 
-Registered by the CLI beside :mod:`prmsearch.benchmarks.commands`; each command returns an
+Registered by the CLI beside :mod:`prmsearch.cli.evaluate`; each command returns an
 exit code: 0 when it ran, 2 on bad input (the reason on stderr, one line).
 """
 
@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from prmsearch.benchmarks.commands import csv_of, fail, input_errors
+from prmsearch.cli.evaluate import csv_of, fail, input_errors
 
 
 def cmd_plan_fit(args: argparse.Namespace) -> int:

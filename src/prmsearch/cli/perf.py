@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prmsearch.benchmarks.commands import csv_of, fail, input_errors
+from prmsearch.cli.evaluate import csv_of, fail, input_errors
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
