@@ -278,6 +278,7 @@ class TreeWriter:
         the job at once; a path the PRM could not read (result None) ends unscored."""
         tree = job.tree
         charged: list[tuple[int, int, int]] = []
+        scored: list[tuple[int, list[float]]] = []
         computed = cached = 0
         for (first, last), request, result in zip(spans, requests, results):
             if result is None:
@@ -294,7 +295,8 @@ class TreeWriter:
             computed += result.tokens_computed
             cached += result.tokens_cached
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
-            tree.set_scores(first, values)
+            scored.append((first, values))
+        tree.set_path_scores(scored)  # root-first: a path's parent was scored in an earlier round
         if charged:
             flops = self.scorer_cost.scoring_flops_total(charged)
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
