@@ -15,10 +15,6 @@ def test_an_unknown_policy_backend_lists_the_known_ones():
         resolve_policy("some/model", "no-such-backend")
 
 
-def test_the_arith_backend_is_the_embedded_policy():
-    assert type(resolve_policy("arith", "arith")) is type(resolve_policy(None))
-
-
 @pytest.mark.parametrize(("backend", "family", "scorer"), [
     (None, "qwen-prm", "qwen-prm"),
     ("hf", "verifier", "verifier"),

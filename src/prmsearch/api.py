@@ -58,9 +58,8 @@ def resolve_policy(policy: Policy | str | None, backend: str | None = None, **kw
     """
     if backend is not None and isinstance(policy, str):
         POLICIES.entry(backend)  # an unknown backend lists the known ones
-        if backend != "arith" or policy != "arith":
-            return make_policy(backend, model=policy, **kwargs)
-    if policy is None or (backend == "arith" and policy == "arith"):
+        return make_policy(backend, model=policy, **kwargs)
+    if policy is None:
         return make_policy("arith", **kwargs)
     if isinstance(policy, str):
         if policy in POLICIES:

@@ -87,9 +87,9 @@ def failure_kind(exc: BaseException) -> str:
     libraries' (by class name); else ``error``."""
     if isinstance(exc, BackendError):
         return exc.kind
-    if isinstance(exc, (TimeoutError,)):
+    if isinstance(exc, TimeoutError):
         return "timeout"
-    if isinstance(exc, (ConnectionError,)):
+    if isinstance(exc, ConnectionError):
         return "unreachable"
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & _LIBRARY_CONNECTION_TYPES:

@@ -178,19 +178,12 @@ class SearchTree:
         self.path_sum[node] = self.path_sum[parent] + score
         self.path_prod[node] = self.path_prod[parent] * score
 
-    def set_scores(self, first: int, values: Sequence[float]) -> None:
-        """Record the step scores of the consecutive nodes ``first, first + 1, ...`` (a chain
-        the driver wrote at once, or one node) and their running path statistics.
-
-        Each node's parent must be scored first or be among the earlier nodes, as when paths
-        are scored root-first.
-        """
-        self.set_path_scores(((first, values),))
-
     def set_path_scores(self, paths: Iterable[tuple[int, Sequence[float]]]) -> None:
-        """`set_scores` for many paths at once, ``(first, values)`` each: the driver writes a
-        round's scores of one problem in one call (a call per path cost beam search about 2 us a
-        node)."""
+        """Record the step scores of each path's new nodes, ``(first, values)`` for the
+        consecutive nodes ``first, first + 1, ...`` (a chain written at once, or one node), and
+        their running path statistics. Each node's parent must be scored first or be among the
+        earlier nodes, as when paths are scored root-first. The driver writes a round's scores of
+        one problem in one call (a call per path cost beam search about 2 us a node)."""
         parent, score, path_min, path_sum, path_prod = (
             self.parent, self.score, self.path_min, self.path_sum, self.path_prod
         )

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from prmsearch.backend_errors import MalformedReply
+from prmsearch.backend_errors import MalformedReply, failure_kind
 from prmsearch.policies.base import Generation, GenerationRequest, Policy
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores
-from prmsearch.search.failures import backend_failure_kind, backend_unreachable, describe
+from prmsearch.search.failures import backend_unreachable, describe
 from prmsearch.search.job import Job
 
 #: recover(job, its requests, the exception) -> its results, or None when it fails
@@ -52,7 +52,7 @@ def batched_call(
     def fail(job: Job, requests: list, exc: BaseException) -> None:
         results = recover(job, requests, exc) if recover is not None else None
         if results is None:
-            job.fail(f"{what} failed: {describe(exc)}", backend_failure_kind(exc))
+            job.fail(f"{what} failed: {describe(exc)}", failure_kind(exc))
         else:
             out[id(job)] = results
 

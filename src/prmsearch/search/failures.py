@@ -1,12 +1,10 @@
 """How a failed backend call or strategy is told apart and written down: whether a backend
-cannot be reached at all, the kind of a failure (from the exception's type, never its text), and
+cannot be reached at all, the kinds a failed result may record, and
 the one-line ``"Type: message (at file:line)"`` a result records."""
 
 from __future__ import annotations
 
 import traceback
-
-from prmsearch.backend_errors import failure_kind
 
 #: every kind a failed result may record: a backend's (`prmsearch.backend_errors`), a strategy
 #: that broke its contract, a problem whose caller stopped waiting, or anything else
@@ -19,11 +17,6 @@ def backend_unreachable(exc: BaseException) -> bool:
     ``backend_unreachable`` attribute, as on the HTTP backends' ``ServerUnreachable``): then the
     driver fails the whole batch at once instead of retrying it problem by problem."""
     return bool(getattr(exc, "backend_unreachable", False))
-
-
-def backend_failure_kind(exc: BaseException) -> str:
-    """The kind of a failed backend call (`prmsearch.backend_errors.failure_kind`)."""
-    return failure_kind(exc)
 
 
 def describe(exc: BaseException) -> str:
