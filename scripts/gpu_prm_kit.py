@@ -479,7 +479,7 @@ class Kit:
     # ---------------------------------------------------------------------- evaluation
     def evaluate(self) -> dict[str, Any]:
         """Score the held-out labelled solutions with the trained PRM; best-of-N and bias figures."""
-        from prmsearch.benchmarks.prm_bias import (
+        from prmsearch.benchmarks.prm_eval.prm_bias import (
             LabelledCandidate,
             bias_report,
             read_labelled,

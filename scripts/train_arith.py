@@ -1,4 +1,4 @@
-"""Train the embedded arithmetic policy (thin wrapper over `prmsearch.prm.policy_train.main`).
+"""Train the embedded arithmetic policy (thin wrapper over `prmsearch.cli.arith.train_policy_main`).
 
 Example (the shipped policy): see ``trained_with`` in src/prmsearch/arith/models/policy/prmsearch.json.
 Smoke run (seconds): ``python scripts/train_arith.py policy --smoke --out /tmp/arith-smoke``.
@@ -6,7 +6,7 @@ Smoke run (seconds): ``python scripts/train_arith.py policy --smoke --out /tmp/a
 
 import sys
 
-from prmsearch.prm.policy_train import main
+from prmsearch.cli.arith import train_policy_main as main
 
 if __name__ == "__main__":
     sys.exit(main())

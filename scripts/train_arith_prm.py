@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from prmsearch.prm.arith_pipeline import main
+from prmsearch.cli.arith import train_prm_main as main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ import pytest
 
 from prmsearch import cli
 from prmsearch.answers import AnswerMatcher
-from prmsearch.benchmarks.aggregate import (
+from prmsearch.benchmarks.analysis.aggregate import (
     ORACLE,
     AggregateConfig,
     aggregate,

@@ -136,7 +136,12 @@ def test_arith_phrased_dataset_has_the_test_answers_in_heldout_phrasings():
 
 
 def test_training_mix_is_a_stable_share():
-    from prmsearch.prm.policy_train import TrainConfig, build_config, train_command, training_problems
+    from prmsearch.arith.training.policy_train import (
+        TrainConfig,
+        build_config,
+        train_command,
+        training_problems,
+    )
 
     canonical = load_split("train", 400)
     mixed = training_problems(400, 0.5)
@@ -152,7 +157,7 @@ def test_training_mix_is_a_stable_share():
 
 
 def test_policy_eval_rejects_an_unknown_phrasing():
-    from prmsearch.prm.policy_eval import EvalConfig
+    from prmsearch.arith.training.policy_eval import EvalConfig
 
     assert EvalConfig(phrasing="heldout").phrasing == "heldout"
     with pytest.raises(ValueError, match="phrasing must be one of"):

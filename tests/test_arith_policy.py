@@ -23,7 +23,7 @@ def test_metadata_records_format_and_command():
 
 
 def test_shipped_policy_greedy_solves_some_test_problems():
-    from prmsearch.prm.policy_eval import generate_solutions, load_policy
+    from prmsearch.arith.training.policy_eval import generate_solutions, load_policy
 
     model, tok = load_policy(default_policy_path())
     assert model.config.vocab_size == len(tok)
@@ -37,7 +37,7 @@ def test_shipped_policy_greedy_solves_some_test_problems():
 def test_policy_stops_at_delimiter_then_eos():
     import torch
 
-    from prmsearch.prm.policy_eval import load_policy
+    from prmsearch.arith.training.policy_eval import load_policy
 
     model, tok = load_policy(default_policy_path())
     p = load_split("test", 1)[0]
@@ -62,8 +62,8 @@ def test_missing_policy_error_names_file_and_command(tmp_path, monkeypatch):
 
 
 def test_smoke_training_runs_end_to_end(tmp_path):
-    from prmsearch.prm.policy_eval import EvalConfig, evaluate_policy
-    from prmsearch.prm.policy_train import main
+    from prmsearch.arith.training.policy_eval import EvalConfig, evaluate_policy
+    from prmsearch.cli.arith import train_policy_main as main
 
     out = tmp_path / "policy"
     assert main(["policy", "--smoke", "--out", str(out), "--save-at", "2"]) == 0
@@ -82,7 +82,7 @@ def test_retrain_hint_matches_the_recorded_command():
 
 
 def test_train_command_reproduces_config():
-    from prmsearch.prm.policy_train import TrainConfig, build_config, smoke_config, train_command
+    from prmsearch.arith.training.policy_train import TrainConfig, build_config, smoke_config, train_command
 
     cfg = build_config(steps=675, lr_horizon=1000, seed=0)
     assert train_command(cfg, "d") == (
@@ -95,7 +95,7 @@ def test_train_command_reproduces_config():
 
 def test_shipped_policy_reads_phrasings_it_never_trained_on():
     from prmsearch.arith.phrasing import phrased_split
-    from prmsearch.prm.policy_eval import generate_solutions, load_policy
+    from prmsearch.arith.training.policy_eval import generate_solutions, load_policy
 
     meta = json.loads((default_policy_path() / "prmsearch.json").read_text())
     assert meta["train_config"]["phrased"] > 0

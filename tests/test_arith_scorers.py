@@ -8,7 +8,7 @@ import pytest
 
 from prmsearch.arith.oracle import CheckerScorer, parse_question
 from prmsearch.arith.problems import load_split
-from prmsearch.prm.labels import corrupted_gold
+from prmsearch.arith.training.labels import corrupted_gold
 from prmsearch.scorers.base import ScoreRequest
 
 PROBLEMS = load_split("test", 40)

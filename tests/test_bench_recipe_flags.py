@@ -36,7 +36,7 @@ def recipe(tmp_path) -> Path:
 
 
 def _overrides(recipe: Path, *flags: str) -> dict:
-    from prmsearch.benchmarks.recipes import load_recipe
+    from prmsearch.benchmarks.sweeps.recipes import load_recipe
 
     args = build_parser().parse_args(["bench", "--recipe", str(recipe), *flags])
     return recipe_overrides(args, load_recipe(recipe).sweep)

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from prmsearch import cli
-from prmsearch.benchmarks import champ
-from prmsearch.benchmarks.champ import (
+from prmsearch.benchmarks.prm_eval import champ
+from prmsearch.benchmarks.prm_eval.champ import (
     ChampUnavailableError,
     load_champ_processbench,
     paragraph_spans,

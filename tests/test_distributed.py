@@ -11,8 +11,8 @@ import pytest
 from helpers import synthetic_backends
 
 from prmsearch.answers import AnswerMatcher, canonical_answer
-from prmsearch.benchmarks.distributed import RayConfig, RayRunner, SweepWorker
-from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
+from prmsearch.benchmarks.sweeps.distributed import RayConfig, RayRunner, SweepWorker
+from prmsearch.benchmarks.sweeps.sweep import SweepConfig, SweepProblem, run_sweep
 
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(5)]
 CONFIG = SweepConfig(strategies=("greedy", "beam", "best_of_n"), budgets=(1, 4), seeds=(0, 1), chunk=2)
@@ -49,7 +49,7 @@ def comparable(folder):
 
 
 def test_importing_prmsearch_does_not_import_ray():
-    code = "import sys, prmsearch, prmsearch.benchmarks.distributed; assert 'ray' not in sys.modules"
+    code = "import sys, prmsearch, prmsearch.benchmarks.sweeps.distributed; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -103,8 +103,8 @@ def test_ray_resumes_a_partial_run(tmp_path, ray_cluster):
 
 
 def test_cli_bench_ray_flags_reach_the_runner(tmp_path, monkeypatch):
-    import prmsearch.benchmarks.sweep as sweep_module
-    from prmsearch.benchmarks.results import ResultRow, ResultsFolder
+    import prmsearch.benchmarks.sweeps.sweep as sweep_module
+    from prmsearch.benchmarks.sweeps.results import ResultRow, ResultsFolder
     from prmsearch.cli import main
 
     seen = {}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from prmsearch.benchmarks.equal_compute import (
+from prmsearch.benchmarks.analysis.equal_compute import (
     CurvePoint,
     choose_reference,
     equal_compute,
@@ -15,7 +15,7 @@ from prmsearch.benchmarks.equal_compute import (
     markdown_table,
     strategy_curves,
 )
-from prmsearch.benchmarks.report import write_reports
+from prmsearch.benchmarks.analysis.report import write_reports
 
 
 def run(strategy: str, budget: int, flops: float, accuracy: float, seed: int = 0) -> dict:

@@ -66,7 +66,7 @@ def test_gsm8k_has_its_train_split_with_ids_of_its_own():
 
 
 def test_a_recipe_takes_policy_confidence_without_a_model():
-    from prmsearch.benchmarks.recipes import parse_recipe
+    from prmsearch.benchmarks.sweeps.recipes import parse_recipe
     from prmsearch.scorers.confidence import PolicyLogprobScorer
 
     recipe = parse_recipe({

@@ -10,7 +10,6 @@ import pytest
 
 from prmsearch import answers
 from prmsearch.answers import AnswerMatcher, canonical_answer
-from prmsearch.benchmarks import grading
 from prmsearch.benchmarks.grading import (
     VerifierPool,
     clean_answer,
@@ -20,6 +19,7 @@ from prmsearch.benchmarks.grading import (
     is_equivalent,
     search_matcher,
 )
+from prmsearch.benchmarks.grading import grader as grading
 
 POWER_TOWER = "2^{2^{2^{2^{2^{2^{2^{2}}}}}}}"
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer
-from prmsearch.benchmarks import grading
+from prmsearch.benchmarks.grading import grader as grading
 from prmsearch.benchmarks.grading import is_equivalent, search_matcher
 
 LIMIT_S = 1.0

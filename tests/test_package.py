@@ -95,7 +95,7 @@ def test_questions_outside_the_embedded_domain_get_a_note():
 @pytest.mark.parametrize("blank", ["", "   ", "\n\t"])
 def test_blank_questions_are_refused_up_front(blank):
     from prmsearch import Searcher, solve
-    from prmsearch.benchmarks.sweep import SweepProblem
+    from prmsearch.benchmarks.sweeps.sweep import SweepProblem
 
     policy, scorer = synthetic_backends(depth=2)
     searcher = Searcher(policy, scorer, "beam", n=4)

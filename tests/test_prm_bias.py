@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from prmsearch.benchmarks.prm_bias import LabelledCandidate, bias_markdown, bias_report, read_labelled
+from prmsearch.benchmarks.prm_eval.prm_bias import (
+    LabelledCandidate,
+    bias_markdown,
+    bias_report,
+    read_labelled,
+)
 from prmsearch.cli import main
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from prmsearch import cli
 from prmsearch.benchmarks.datasets import DatasetFormatError
-from prmsearch.benchmarks.processbench import (
+from prmsearch.benchmarks.prm_eval.processbench import (
     EvalPrmConfig,
     ProcessBenchRow,
     evaluate,

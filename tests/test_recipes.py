@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("yaml")
 
-from prmsearch.benchmarks.recipes import MODEL_FREE_SCORERS, RecipeError, load_recipe, parse_recipe
-from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.benchmarks.sweeps.config import SweepConfig
+from prmsearch.benchmarks.sweeps.recipes import MODEL_FREE_SCORERS, RecipeError, load_recipe, parse_recipe
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 MINIMAL = {
@@ -124,7 +124,7 @@ def test_a_prm_server_recipe_builds_the_vllm_server_scorer(monkeypatch):
 
 
 def test_a_planner_plan_file_is_read_relative_to_the_recipe(tmp_path):
-    from prmsearch.search.plan import DEFAULT_PLAN, Plan
+    from prmsearch.planner.plan import DEFAULT_PLAN, Plan
 
     (tmp_path / "plans").mkdir()
     plan = {**DEFAULT_PLAN, "edges": [0.5, 0.9, 0.95, 0.99]}

@@ -14,8 +14,8 @@ from helpers import synthetic_backends
 
 from prmsearch.answers import AnswerMatcher, canonical_answer
 from prmsearch.backend_errors import failure_kind
-from prmsearch.benchmarks.results import ResultsFolder
-from prmsearch.benchmarks.sweep import (
+from prmsearch.benchmarks.sweeps.results import ResultsFolder
+from prmsearch.benchmarks.sweeps.sweep import (
     ServerDownError,
     SweepConfig,
     SweepProblem,

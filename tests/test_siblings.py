@@ -9,10 +9,10 @@ import pytest
 from helpers import synthetic_backends
 
 from prmsearch.answers import AnswerMatcher, canonical_answer
-from prmsearch.benchmarks.report import summarize
-from prmsearch.benchmarks.siblings import family_selection, select_candidate, sibling_ledger
-from prmsearch.benchmarks.sweep import SweepProblem, run_sweep
-from prmsearch.benchmarks.sweep_config import SweepConfig, family_runners
+from prmsearch.benchmarks.analysis.report import summarize
+from prmsearch.benchmarks.sweeps.config import SweepConfig, family_runners
+from prmsearch.benchmarks.sweeps.siblings import family_selection, select_candidate, sibling_ledger
+from prmsearch.benchmarks.sweeps.sweep import SweepProblem, run_sweep
 from prmsearch.search.protocol import strategy_names, strategy_spec
 
 FAMILY = ("best_of_n", "self_consistency", "weighted_vote")

@@ -9,9 +9,9 @@ import pytest
 from helpers import synthetic_backends
 
 from prmsearch.answers import AnswerMatcher, canonical_answer
-from prmsearch.benchmarks.report import bootstrap_ci, markdown_table, summarize, write_reports
-from prmsearch.benchmarks.results import ResultsFolder, ResultsFolderError
-from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
+from prmsearch.benchmarks.analysis.report import bootstrap_ci, markdown_table, summarize, write_reports
+from prmsearch.benchmarks.sweeps.results import ResultsFolder, ResultsFolderError
+from prmsearch.benchmarks.sweeps.sweep import SweepConfig, SweepProblem, run_sweep
 
 PROBLEMS = [SweepProblem(f"p{i}", f"problem {i}", str(i % 4)) for i in range(5)]
 CONFIG = SweepConfig(strategies=("greedy", "beam", "best_of_n"), budgets=(1, 4), seeds=(0, 1))
@@ -264,7 +264,7 @@ def test_retry_errors_needs_resume(tmp_path):
 
 
 def _row(qid, error=None):
-    from prmsearch.benchmarks.results import ResultRow
+    from prmsearch.benchmarks.sweeps.results import ResultRow
 
     return ResultRow(qid, "beam", 4, 0, None if error else "1", "1", error is None, None, error=error)
 
@@ -314,7 +314,7 @@ def test_summary_counts_rows_against_problems():
 
 
 def test_cli_bench_exits_non_zero_on_a_gap(tmp_path, capsys, monkeypatch):
-    import prmsearch.benchmarks.sweep as sweep_module
+    import prmsearch.benchmarks.sweeps.sweep as sweep_module
     from prmsearch.cli import main
 
     real_run_sweep = sweep_module.run_sweep
@@ -331,7 +331,7 @@ def test_cli_bench_exits_non_zero_on_a_gap(tmp_path, capsys, monkeypatch):
 
 
 def test_verifier_figures_show_top1_false_positives():
-    from prmsearch.benchmarks.report import verifier_figures, verifier_table
+    from prmsearch.benchmarks.analysis.report import verifier_figures, verifier_table
 
     def row(gold, *candidates):
         return {"gold": gold, "candidates": [{"answer": a, "score": s} for a, s in candidates]}

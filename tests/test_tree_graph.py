@@ -16,9 +16,9 @@ from tree_helpers import QUESTION, synthetic_tree
 
 from prmsearch import Searcher, aggregate_scores, resolve_policy, resolve_scorer
 from prmsearch.answers import AnswerMatcher, canonical_answer
-from prmsearch.benchmarks.results import ResultsFolder
-from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
-from prmsearch.benchmarks.trees import TreesFolder, file_name
+from prmsearch.benchmarks.sweeps.results import ResultsFolder
+from prmsearch.benchmarks.sweeps.sweep import SweepConfig, SweepProblem, run_sweep
+from prmsearch.benchmarks.sweeps.trees import TreesFolder, file_name
 from prmsearch.cli import main
 from prmsearch.tree_graph import (
     FLOAT_ATTRIBUTES,

@@ -11,7 +11,7 @@ from helpers import synthetic_backends
 from tree_helpers import QUESTION, synthetic_tree
 
 from prmsearch.answers import AnswerMatcher
-from prmsearch.benchmarks.sweep import SweepConfig, SweepProblem, run_sweep
+from prmsearch.benchmarks.sweeps.sweep import SweepConfig, SweepProblem, run_sweep
 from prmsearch.cli import main
 from prmsearch.tree_graph import tree_graph, write_tree_graph
 from prmsearch.viewer import page_data, render_html

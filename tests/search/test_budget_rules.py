@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.benchmarks.sweeps.config import SweepConfig
 from prmsearch.cli.backends import strategy_from_flags
 from prmsearch.search.protocol import strategy_names, strategy_spec
 from prmsearch.serve.catalog import ModelCatalog

@@ -95,7 +95,7 @@ def test_search_options_from_extra_body_and_n_choices(client):
 
 
 def test_the_planner_serves_its_plan_and_says_where_it_went(client):
-    from prmsearch.search.plan import DEFAULT_PLAN, Plan
+    from prmsearch.planner.plan import DEFAULT_PLAN, Plan
 
     reply = client.chat.completions.create(model="planner-8", messages=user(QUESTION))
     facts = reply.model_extra["prmsearch"]

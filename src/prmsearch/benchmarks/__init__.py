@@ -10,6 +10,8 @@ rest. A typical sweep::
     folder = run_sweep(config, problems, "runs/my-sweep")
 """
 
+from prmsearch.benchmarks.analysis.equal_compute import equal_compute
+from prmsearch.benchmarks.analysis.report import summarize, write_reports
 from prmsearch.benchmarks.datasets import (
     DatasetSpec,
     Problem,
@@ -17,13 +19,11 @@ from prmsearch.benchmarks.datasets import (
     load_dataset,
     register_dataset,
 )
-from prmsearch.benchmarks.equal_compute import equal_compute
 from prmsearch.benchmarks.grading import grade, is_equivalent
-from prmsearch.benchmarks.recipes import Recipe, load_recipe
-from prmsearch.benchmarks.report import summarize, write_reports
-from prmsearch.benchmarks.results import ResultRow, ResultsFolder
-from prmsearch.benchmarks.sweep import ServerDownError, SweepProblem, run_sweep, sweep_problems
-from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.benchmarks.sweeps.config import SweepConfig
+from prmsearch.benchmarks.sweeps.recipes import Recipe, load_recipe
+from prmsearch.benchmarks.sweeps.results import ResultRow, ResultsFolder
+from prmsearch.benchmarks.sweeps.sweep import ServerDownError, SweepProblem, run_sweep, sweep_problems
 
 __all__ = [
     "DatasetSpec",

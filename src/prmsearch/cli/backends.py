@@ -239,9 +239,8 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
     flag = "-o/--option" if args.option else "--n"
     value = _option_text(dict(args.option)) if args.option else args.n
     with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
-        from prmsearch.benchmarks.planning import plan_option
-
-        options = {key: plan_option(args.strategy, key, v) for key, v in options.items()}  # a plan file
+        spec = strategy_spec(args.strategy)
+        options = {key: spec.read_option(key, v) for key, v in options.items()}  # a plan file is read
         if budget is None:
             return as_strategy(args.strategy, options)
         return strategy_spec(args.strategy).at_budget(budget, **options)

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.api import reads_no_scores
-from prmsearch.benchmarks.planning import plan_option
-from prmsearch.benchmarks.sweep_config import SweepConfig
+from prmsearch.benchmarks.sweeps.config import SweepConfig
 from prmsearch.cli.backends import (
     _option_text,
     add_backend_arguments,
@@ -49,7 +48,7 @@ def bench_options(pairs: Sequence[tuple[str, object]], strategies: Sequence[str]
             fix = f"add {strategy} to --strategies ({','.join(strategies)}) or drop the option"
             raise FlagError("-o/--option", shown, f"strategy {strategy!r} is not in the sweep; {fix}")
         with flag_context("-o/--option", shown, "give a plan file written by `prmsearch plan fit`"):
-            value = plan_option(strategy, name, value)  # a plan file is read here, at the boundary
+            value = strategy_spec(strategy).read_option(name, value)  # a plan file is read here
         options.setdefault(strategy, {})[name] = value
     return options
 
@@ -166,7 +165,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def bench_config(args: argparse.Namespace):
     """The SweepConfig of the bench flags; a bad value names its flag."""
-    from prmsearch.benchmarks.sweep_config import DEFAULT_STRATEGIES
+    from prmsearch.benchmarks.sweeps.config import DEFAULT_STRATEGIES
 
     strategies = args.strategies or DEFAULT_STRATEGIES
     for name in strategies:
@@ -215,7 +214,7 @@ def _bench_recipe(args: argparse.Namespace) -> int:
     on the command line replace the recipe's values, and flags that would change its models or
     dataset are refused (never silently ignored)."""
 
-    from prmsearch.benchmarks.recipes import load_recipe
+    from prmsearch.benchmarks.sweeps.recipes import load_recipe
 
     with flag_context("--recipe", args.recipe, "give an existing YAML recipe, e.g. one of recipes/*.yaml"):
         recipe = load_recipe(args.recipe)
@@ -277,7 +276,7 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
 def load_problems(config, flag: str, value: str, skip_bad_rows: bool) -> list:
     """The sweep's problems; a dataset that cannot be read names ``flag`` and the fix flags."""
     from prmsearch.benchmarks.datasets import load_dataset
-    from prmsearch.benchmarks.sweep import sweep_problems
+    from prmsearch.benchmarks.sweeps.sweep import sweep_problems
 
     with flag_context(flag, value):
         dataset = load_dataset(
@@ -331,7 +330,7 @@ def ray_runner(args: argparse.Namespace, ray_backends):
     """The Ray runner of ``--ray``/``--ray-address`` (None: run in this process)."""
     if not (args.ray or args.ray_address):
         return None
-    from prmsearch.benchmarks.distributed import RayConfig, RayRunner, import_ray
+    from prmsearch.benchmarks.sweeps.distributed import RayConfig, RayRunner, import_ray
 
     flag = "--ray-address" if args.ray_address else "--ray"
     with flag_context(flag, args.ray_address):
@@ -343,9 +342,9 @@ def ray_runner(args: argparse.Namespace, ray_backends):
 def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) -> int:
     """Load the dataset, run (or resume) the sweep, write and print the summary; 1 when the
     sweep is incomplete (it stopped on a dead server, or rows are missing)."""
-    from prmsearch.benchmarks.report import missing_text, summary_markdown, write_reports
-    from prmsearch.benchmarks.results import ResultsFolder, ResultsFolderError
-    from prmsearch.benchmarks.sweep import ServerDownError, run_sweep, timestamped_folder
+    from prmsearch.benchmarks.analysis.report import missing_text, summary_markdown, write_reports
+    from prmsearch.benchmarks.sweeps.results import ResultsFolder, ResultsFolderError
+    from prmsearch.benchmarks.sweeps.sweep import ServerDownError, run_sweep, timestamped_folder
 
     flag, value = ("--recipe", args.recipe) if args.recipe else ("--dataset", args.dataset)
     problems = load_problems(config, flag, value, args.skip_bad_rows)

@@ -3,9 +3,9 @@
 
 ``register_commands(subparsers)`` adds them to the CLI's argparse subparsers. Each command maps
 its flags onto the frozen config of its module
-(:class:`~prmsearch.benchmarks.aggregate.AggregateConfig`,
-:class:`~prmsearch.benchmarks.processbench.EvalPrmConfig`) and returns an exit code: 0 when it ran, 2 on
-bad input (the reason on stderr).
+(:class:`~prmsearch.benchmarks.analysis.aggregate.AggregateConfig`,
+:class:`~prmsearch.benchmarks.prm_eval.processbench.EvalPrmConfig`) and returns an exit code: 0
+when it ran, 2 on bad input (the reason on stderr).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "csv_of", "
 
 
 def _load_champ() -> list[dict[str, Any]]:
-    from prmsearch.benchmarks.champ import load_champ_processbench
+    from prmsearch.benchmarks.prm_eval.champ import load_champ_processbench
 
     return load_champ_processbench()
 
@@ -55,7 +55,7 @@ def fail(command: str, exc: BaseException) -> int:
 
 def input_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a subcommand reports as bad input (not as a crash)."""
-    from prmsearch.benchmarks.champ import ChampUnavailableError
+    from prmsearch.benchmarks.prm_eval.champ import ChampUnavailableError
 
     return (ValueError, KeyError, FileNotFoundError, ChampUnavailableError)
 
@@ -68,7 +68,7 @@ def input_errors() -> tuple[type[BaseException], ...]:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """Re-aggregate saved responses: accuracy per selection x aggregation x N."""
     from prmsearch.api import resolve_scorer
-    from prmsearch.benchmarks.aggregate import (
+    from prmsearch.benchmarks.analysis.aggregate import (
         AggregateConfig,
         load_aggregate_rows,
         markdown_table,
@@ -145,7 +145,7 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
 
 
 def _eval_rows(args: argparse.Namespace):
-    from prmsearch.benchmarks.processbench import load_rows, rows_from_dicts
+    from prmsearch.benchmarks.prm_eval.processbench import load_rows, rows_from_dicts
 
     if args.dataset and args.inputs:
         raise ValueError("give input files or --dataset, not both")
@@ -165,7 +165,7 @@ def _eval_rows(args: argparse.Namespace):
 def cmd_eval_prm(args: argparse.Namespace) -> int:
     """Step-level PRM evaluation on ProcessBench-format rows: first-error accuracy and F1 per split."""
     from prmsearch.api import resolve_scorer
-    from prmsearch.benchmarks.processbench import (
+    from prmsearch.benchmarks.prm_eval.processbench import (
         EvalPrmConfig,
         markdown_report,
         predicted_first_error,
@@ -207,7 +207,12 @@ def cmd_eval_prm(args: argparse.Namespace) -> int:
 def _eval_prm_on_labels(args: argparse.Namespace) -> int:
     """``eval-prm --labels FILE``: response-level, step-level and bias figures on labelled solutions."""
     from prmsearch.api import resolve_scorer
-    from prmsearch.benchmarks.prm_bias import bias_markdown, bias_report, read_labelled, score_candidates
+    from prmsearch.benchmarks.prm_eval.prm_bias import (
+        bias_markdown,
+        bias_report,
+        read_labelled,
+        score_candidates,
+    )
 
     try:
         if args.inputs or args.dataset:

@@ -1,6 +1,6 @@
 """The ``prmsearch plan`` subcommands: ``fit`` a compute-optimal plan on a validation sweep, and
 ``report`` how a sweep's planner spent its compute (per-problem FLOPs spread, accuracy at equal
-compute). See :mod:`prmsearch.benchmarks.planning` and the ``planner`` strategy.
+compute). See :mod:`prmsearch.planner.fit` and the ``planner`` strategy.
 
 Registered by the CLI beside :mod:`prmsearch.cli.evaluate`; each command returns an
 exit code: 0 when it ran, 2 on bad input (the reason on stderr, one line).
@@ -17,7 +17,8 @@ from prmsearch.cli.evaluate import csv_of, fail, input_errors
 
 def cmd_plan_fit(args: argparse.Namespace) -> int:
     """Fit a plan on a validation results folder and write it as JSON."""
-    from prmsearch.benchmarks.planning import FitConfig, fit_folder, fit_markdown, fit_report, write_plan
+    from prmsearch.planner.fit import FitConfig, fit_folder, fit_markdown, fit_report
+    from prmsearch.planner.plan import write_plan
 
     try:
         config = FitConfig(
@@ -47,10 +48,10 @@ def cmd_plan_fit(args: argparse.Namespace) -> int:
 def cmd_plan_report(args: argparse.Namespace) -> int:
     """Per-problem compute of a strategy (the planner by default) and accuracy at equal compute,
     over the rows of one or more bench folders of the same problems."""
-    from prmsearch.benchmarks.equal_compute import equal_compute, markdown_table
-    from prmsearch.benchmarks.planning import arm_breakdown, compute_spread
-    from prmsearch.benchmarks.report import summarize
-    from prmsearch.benchmarks.results import ResultsFolder, row_key
+    from prmsearch.benchmarks.analysis.equal_compute import equal_compute, markdown_table
+    from prmsearch.benchmarks.analysis.report import summarize
+    from prmsearch.benchmarks.sweeps.results import ResultsFolder, row_key
+    from prmsearch.planner.fit import arm_breakdown, compute_spread
 
     try:
         rows: dict = {}
@@ -107,8 +108,8 @@ def _probe_spec(text: str) -> tuple[str, int]:
 
 def cmd_plan_cv(args: argparse.Namespace) -> int:
     """Cross-validate probe and bin settings inside a validation sweep and print the table."""
-    from prmsearch.benchmarks.plan_cv import cross_validate_folders, cv_markdown
-    from prmsearch.benchmarks.planning import FitConfig
+    from prmsearch.planner.cv import cross_validate_folders, cv_markdown
+    from prmsearch.planner.fit import FitConfig
 
     try:
         base = FitConfig(levels=args.levels, reference=args.reference, strategies=args.strategies,

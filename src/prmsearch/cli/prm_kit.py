@@ -26,7 +26,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from types import SimpleNamespace
 
     from prmsearch import __version__
-    from prmsearch.benchmarks.results import ResultsFolderError
+    from prmsearch.benchmarks.sweeps.results import ResultsFolderError
     from prmsearch.prm.labelling import LabelConfig, LabelProblem, run_labelling
 
     if args.resume and not args.out:

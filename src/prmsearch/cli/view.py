@@ -93,7 +93,7 @@ def _source_tree(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_tree(args: argparse.Namespace, run: Path) -> dict[str, Any]:
     """The saved tree of ``--problem`` in the bench run folder ``run``."""
-    from prmsearch.benchmarks.trees import TreesFolder
+    from prmsearch.benchmarks.sweeps.trees import TreesFolder
 
     trees = TreesFolder.of_run(run)
     if not trees.path.is_dir():

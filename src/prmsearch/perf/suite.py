@@ -14,7 +14,7 @@ against the targets and lays out one row per figure:
 * ``incremental-prm``: PRM tokens computed vs re-scoring every full path, from the same two
   runs; target 5x at depth >= 8.
 * ``equal-compute``: accuracy at equal FLOPs from a ``prmsearch bench`` results folder
-  (:mod:`prmsearch.benchmarks.equal_compute`); no target, reported.
+  (:mod:`prmsearch.benchmarks.analysis.equal_compute`); no target, reported.
 * ``engine-ratio``: the search's generated tokens per second over the raw engine's on the same
   token count, for beam search, particle filtering and best-of-N on the offline vLLM engine
   and on a vLLM OpenAI server (:mod:`prmsearch.perf.engine_ratio`); targets 0.8 offline, 0.7
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.benchmarks.equal_compute import EqualCompute, equal_compute, strategy_curves
+from prmsearch.benchmarks.analysis.equal_compute import EqualCompute, equal_compute, strategy_curves
 from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures
 from prmsearch.perf.batching import ArithEngineConfig, EngineFigures
 from prmsearch.perf.engine_ratio import EngineRatioConfig, RatioFigures

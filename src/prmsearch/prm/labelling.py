@@ -42,7 +42,7 @@ import numpy as np
 
 from prmsearch.answers import extract_boxed
 from prmsearch.api import Searcher
-from prmsearch.benchmarks.results import ResultsFolder
+from prmsearch.benchmarks.sweeps.results import ResultsFolder
 from prmsearch.policies.base import GenerationRequest, Policy, SamplingParams
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
@@ -503,7 +503,7 @@ def run_labelling(
     ``stepwise.jsonl`` and ``summary.json``; returns the summary.
 
     The backends are ``policy`` and ``judge``, or ``backends()`` called only when something is
-    left to label. With a ``runner`` (a :class:`~prmsearch.benchmarks.distributed.RayRunner`)
+    left to label. With a ``runner`` (a :class:`~prmsearch.benchmarks.sweeps.distributed.RayRunner`)
     the chunks are labelled by Ray actors that each call ``backends()`` once; this process stays
     the only writer. A killed run resumes where it stopped with ``resume=True`` (problems with
     rows are not labelled again); ``retry_errors`` also labels again every problem that has a

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.benchmarks.prm_bias import first_error_of
-from prmsearch.benchmarks.processbench import first_error_report
+from prmsearch.benchmarks.prm_eval.prm_bias import first_error_of
+from prmsearch.benchmarks.prm_eval.processbench import first_error_report
 
 SEPARATOR = "<extra_0>"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,12 +56,14 @@ Algorithm = Callable[[SearchTree, Any, np.random.Generator], SearchGenerator]
 
 @dataclass(frozen=True)
 class StrategySpec:
-    """A registered strategy: its config class, its algorithm and a one-line summary."""
+    """A registered strategy: its config class, its algorithm, a one-line summary and the options
+    that may be given as a file (``file_options``: option name -> reader of that file)."""
 
     name: str
     config_cls: type
     algorithm: Algorithm
     summary: str
+    file_options: Mapping[str, Callable[[Path], Any]] = dataclasses.field(default_factory=dict)
 
     def configure(self, **overrides: Any) -> BoundStrategy:
         """Build the config from defaults plus ``overrides``; unknown options are errors."""
@@ -93,6 +96,17 @@ class StrategySpec:
         if "n" in derived:
             merged["n"] = derived["n"]
         return merged
+
+    def read_option(self, name: str, value: object) -> object:
+        """An option as a user gives it (command line, recipe): one registered in
+        ``file_options`` and given as a path is read here, at the boundary, and replaced by what
+        its reader returns (the planner's ``plan`` file becomes the plan's data, so a run's
+        manifest records the plan, not a path); every other value is returned unchanged (the
+        config validates it). Strategies themselves never read files."""
+        reader = self.file_options.get(name)
+        if reader is None or not isinstance(value, (str, Path)):
+            return value
+        return reader(Path(value).expanduser())
 
     def at_budget(self, budget: int, **options: Any) -> BoundStrategy:
         """The strategy at ``budget`` with ``options`` (see `budget_options`), validated."""
@@ -139,12 +153,21 @@ STRATEGIES: Registry[StrategySpec] = Registry("strategy")
 
 
 def register_strategy(
-    name: str, config_cls: type, algorithm: Algorithm, summary: str = "", *, replace: bool = False
+    name: str,
+    config_cls: type,
+    algorithm: Algorithm,
+    summary: str = "",
+    *,
+    replace: bool = False,
+    file_options: Mapping[str, Callable[[Path], Any]] | None = None,
 ) -> None:
-    """Register a strategy under ``name`` (its config class must be a dataclass)."""
+    """Register a strategy under ``name`` (its config class must be a dataclass).
+    ``file_options`` names options a user may give as a file path, each with the function that
+    reads it into the option's value (see :meth:`StrategySpec.read_option`)."""
     if not dataclasses.is_dataclass(config_cls):
         raise TypeError(f"config_cls of strategy {name!r} must be a dataclass, got {config_cls!r}")
-    spec = StrategySpec(name, config_cls, algorithm, summary or (algorithm.__doc__ or "").strip())
+    summary = summary or (algorithm.__doc__ or "").strip()
+    spec = StrategySpec(name, config_cls, algorithm, summary, dict(file_options or {}))
     STRATEGIES.register(name, spec, spec.summary.split("\n")[0], replace=replace)
 
 

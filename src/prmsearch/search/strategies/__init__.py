@@ -1,4 +1,5 @@
-"""Built-in strategies; importing this package registers them by name."""
+"""Built-in strategies; importing this package registers them by name (the ``planner`` lives in
+:mod:`prmsearch.planner` and registers through the ``prmsearch.plugins`` entry point)."""
 
 from prmsearch.search.strategies import (
     adaptive_vote,
@@ -7,7 +8,6 @@ from prmsearch.search.strategies import (
     dvts,
     mcts,
     particle_filter,
-    planner,
     rebase,
     sampling,
 )
@@ -19,7 +19,6 @@ __all__ = [
     "dvts",
     "mcts",
     "particle_filter",
-    "planner",
     "rebase",
     "sampling",
 ]
