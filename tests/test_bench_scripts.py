@@ -88,14 +88,10 @@ def test_bench_overhead_small_run_prints_every_configuration():
 
 
 def load_prm_kit():
-    """``scripts/gpu_prm_kit.py`` as a module (scripts are not a package)."""
-    import importlib.util
+    """The kit's library module (``scripts/gpu_prm_kit.py`` is its thin entry point)."""
+    from prmsearch.perf import prm_kit
 
-    spec = importlib.util.spec_from_file_location("gpu_prm_kit", ROOT / "scripts" / "gpu_prm_kit.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
+    return prm_kit
 
 
 def test_gpu_prm_kit_small_labels_trains_and_evaluates(tmp_path):

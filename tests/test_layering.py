@@ -1,9 +1,10 @@
 """The house's import rules, read from the source with ``ast`` (no third-party tool).
 
 Imports point one way, down: ground <- engines <- policies, scorers <- search <- api <- arith <-
-the benchmark rooms <- prm, planner, perf, conformance, serve, viewer <- the arithmetic training
-<- cli. The benchmark rooms stack too: grading <- datasets <- sweeps, prm_eval (siblings) <- analysis
-<- the ``benchmarks`` package itself (its public API). Policies and scorers are siblings (neither
+the benchmark rooms <- prm, planner, perf, conformance, serve, viewer <- the arithmetic training and
+the PRM kit at real size (which use both the kit and perf) <- cli. The benchmark rooms stack
+too: grading <- datasets <- sweeps, prm_eval (siblings) <- analysis <- the ``benchmarks`` package
+itself (its public API). Policies and scorers are siblings (neither
 imports the other; what both need lives in ``engines``), so are the rooms of the top floor (the
 checks for new parts, ``conformance``, are imported only by the command line). Strategies import
 only the search core and the ground floor; the search core sees backends only through their
@@ -52,6 +53,7 @@ FLOORS = {
     "serve": 11,
     "viewer": 11,
     "arith.training": 12,
+    "perf.prm_kit": 12,
     "cli": 13,
 }
 TOP_ROOMS = ("prm", "planner", "perf", "conformance", "serve", "viewer")
