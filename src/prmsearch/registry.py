@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from prmsearch.fixes import Arg, fixed, literal
+
 T = TypeVar("T")
 
 
@@ -94,15 +96,17 @@ class Registry(Generic[T]):
         listing: what precedes the known names in the unknown-name error, after "known"
             (default ``"<kind> names"``; ``""`` gives "known: a, b").
         register_with: the public function that registers one (named in the unknown-name fix).
-        hint: one more sentence for the unknown-name error (e.g. a catch-all name to use).
+        hint: one more sentence for the unknown-name error (e.g. a catch-all name to use); with
+            ``hint_args``, a :mod:`prmsearch.fixes` template whose ``{}`` are those arguments.
     """
 
     def __init__(self, kind: str, *, listing: str | None = None, register_with: str | None = None,
-                 hint: str = "") -> None:
+                 hint: str = "", hint_args: tuple[Arg, ...] = ()) -> None:
         self.kind = kind
         self.listing = f"{kind} names" if listing is None else listing
         self.register_with = register_with or f"register_{kind.lower().replace(' ', '_')}"
         self.hint = hint
+        self.hint_args = tuple(hint_args)
         self._entries: dict[str, Entry[T]] = {}
 
     def register(self, name: str, target: Any, summary: str = "", *, replace: bool = False,
@@ -129,10 +133,12 @@ class Registry(Generic[T]):
         except KeyError:
             known = ", ".join(self.names()) or "(none)"
             listing = f" {self.listing}" if self.listing else ""
-            hint = f" {self.hint}" if self.hint else ""
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; known{listing}: {known}. "
-                f"Use one of those, or register your own with {self.register_with}().{hint}"
+            hint = f" {self.hint if self.hint_args else literal(self.hint)}" if self.hint else ""
+            raise fixed(
+                UnknownNameError,
+                literal(f"unknown {self.kind} {name!r}; known{listing}: {known}. "
+                        f"Use one of those, or register your own with {self.register_with}().") + hint,
+                *self.hint_args,
             ) from None
 
     def get(self, name: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from prmsearch.benchmarks.grading import gsm8k_gold
+from prmsearch.fixes import Arg, attach, fixed, literal
 from prmsearch.registry import Registry
 
 __all__ = [
@@ -44,7 +45,11 @@ __all__ = [
 DATA_DIR_ENV = "PRMSEARCH_DATA_DIR"
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 _HUB_PREFIX = "hub:"
-_SKIP_HINT = ", or pass on_error='skip' to record bad rows and go on"
+#: The fix every bad-row error offers: skip and record (``--skip-bad-rows`` on the command line).
+_SKIP_HINT = ", or pass {} to record bad rows and go on"
+_SKIP = Arg("on_error", "'skip'")
+#: Where to point a loader at a file (``--dataset-path`` on the command line).
+_PATH = Arg("path")
 
 
 @dataclass(frozen=True)
@@ -68,17 +73,25 @@ class Problem:
 
 @dataclass(frozen=True)
 class DatasetError:
-    """One bad row: where it is (``source``, 1-based ``line``), which ``field``, what is wrong and the fix."""
+    """One bad row: where it is (``source``, 1-based ``line``), which ``field``, what is wrong and the
+    fix. With ``fix_args`` the message is a :mod:`prmsearch.fixes` template, each ``{}`` one of
+    them (so the command line can name its flags instead)."""
 
     source: str
     line: int | None
     field: str | None
     message: str
+    fix_args: tuple[Arg, ...] = ()
 
-    def __str__(self) -> str:
+    def template(self) -> str:
+        """The whole line as a template (its fixed parts made literal)."""
         where = f"{self.source}:{self.line}" if self.line is not None else self.source
         what = f" field {self.field!r}:" if self.field else ""
-        return f"{where}:{what} {self.message}"
+        message = self.message if self.fix_args else literal(self.message)
+        return f"{literal(where)}:{literal(what)} {message}"
+
+    def __str__(self) -> str:
+        return self.template().format(*(a.spelled_for_python() for a in self.fix_args))
 
 
 class DatasetFormatError(ValueError):
@@ -87,6 +100,15 @@ class DatasetFormatError(ValueError):
     def __init__(self, record: DatasetError) -> None:
         super().__init__(str(record))
         self.record = record
+        attach(self, record.template(), record.fix_args)
+
+
+def _message_of(error: BaseException) -> tuple[str, tuple[Arg, ...]]:
+    """An exception's message as (template, arguments) for a :class:`DatasetError`."""
+    template = getattr(error, "fix_template", None)
+    if template is not None:
+        return template, getattr(error, "fix_args", ())
+    return str(error.args[0] if error.args else error), ()
 
 
 class OnError(enum.Enum):
@@ -144,7 +166,8 @@ class DatasetSpec:
 
 
 DATASETS: Registry[DatasetSpec] = Registry(
-    "dataset", listing="", hint="For any other JSONL file use 'jsonl' with path=... (and the field names)."
+    "dataset", listing="", hint="For any other JSONL file use {}.",
+    hint_args=(Arg("dataset_file", python="'jsonl' with path=... (and the field names)"),),
 )
 
 
@@ -183,16 +206,16 @@ def default_data_dir() -> Path | None:
 
 def _resolve_file(spec: DatasetSpec, path: str | os.PathLike | None) -> Path:
     """The JSONL file to read for ``spec``, with an error that says how to point at it."""
-    how = (
-        f"pass path='/path/to/{spec.filename or 'file.jsonl'}' (a file or the folder holding it) "
-        f"or set {DATA_DIR_ENV}=/path/to/data"
-    )
+    how = f"pass {{}} (a file or the folder holding it) or set {DATA_DIR_ENV}=/path/to/data"
+    where = Arg("path", repr(f"/path/to/{spec.filename or 'file.jsonl'}"))
     if path is None:
         if spec.filename is None:
-            raise ValueError(f"dataset {spec.name!r} needs path=... pointing at a JSONL file")
+            raise fixed(ValueError, f"dataset {literal(repr(spec.name))} needs {{}} pointing at a JSONL file",
+                        _PATH)
         data_dir = default_data_dir()
         if data_dir is None:
-            raise FileNotFoundError(f"no data folder found for {spec.filename!r}: {how}")
+            raise fixed(FileNotFoundError, f"no data folder found for {literal(repr(spec.filename))}: {how}",
+                        where)
         file = data_dir / spec.filename
     else:
         file = Path(path).expanduser()
@@ -201,7 +224,8 @@ def _resolve_file(spec: DatasetSpec, path: str | os.PathLike | None) -> Path:
                 raise ValueError(f"dataset {spec.name!r} needs a JSONL file, got the folder {str(file)!r}")
             file = file / spec.filename
     if not file.is_file():
-        raise FileNotFoundError(f"dataset {spec.name!r}: file {str(file)!r} does not exist; {how}")
+        raise fixed(FileNotFoundError, f"dataset {literal(repr(spec.name))}: file {literal(repr(str(file)))} "
+                    f"does not exist; {how}", where)
     return file
 
 
@@ -224,13 +248,15 @@ def _iter_jsonl(file: Path, errors: list[DatasetError], on_error: OnError) -> It
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 message = f"malformed JSON ({exc.msg} at column {exc.colno}); fix or delete the line"
-                _fail(DatasetError(str(file), number, None, message + _SKIP_HINT), errors, on_error)
+                _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
+                      on_error)
                 continue
             if not isinstance(row, dict):
                 message = (
                     f"expected a JSON object, got {type(row).__name__}; each line must be one {{...}} row"
                 )
-                _fail(DatasetError(str(file), number, None, message + _SKIP_HINT), errors, on_error)
+                _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
+                      on_error)
                 continue
             yield number, row
 
@@ -244,10 +270,10 @@ def _fail(record: DatasetError, errors: list[DatasetError], on_error: OnError) -
 def _text_field(row: Mapping, name: str, argument: str) -> str:
     """A row's field as a string; raises KeyError/ValueError with the fix in the message."""
     if name not in row:
-        raise KeyError(
-            f"row has no field {name!r} (fields: {', '.join(sorted(map(str, row)))}); "
-            f"pass {argument}=<one of them>"
-        )
+        fields = ", ".join(sorted(map(str, row)))
+        raise fixed(KeyError, f"row has no field {literal(repr(name))} (fields: {literal(fields)}); "
+                    "pass {}",
+                    Arg(argument, "<one of them>"))
     value = row[name]
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
         raise ValueError(f"must be a string or number, got {value!r:.60}")
@@ -291,7 +317,7 @@ def _rows_to_problems(
             try:
                 values[key] = _text_field(row, column, argument)
             except (KeyError, ValueError) as exc:
-                _fail(DatasetError(source, line, column, str(exc.args[0])), errors, on_error)
+                _fail(DatasetError(source, line, column, *_message_of(exc)), errors, on_error)
                 break
         else:
             if parse_answer is not None:
@@ -318,7 +344,8 @@ def _rows_to_problems(
         first = errors[0]
         raise DatasetFormatError(
             DatasetError(first.source, first.line, first.field,
-                         f"no row could be read ({len(errors)} bad); the first: {first.message}"),
+                         f"no row could be read ({len(errors)} bad); the first: {first.message}",
+                         first.fix_args),
         )  # fmt: skip
     return problems
 
@@ -328,10 +355,8 @@ def _hub_rows(hub_id: str, config: str | None, split: str) -> Iterator[tuple[int
     try:
         import datasets as hf_datasets
     except ImportError as exc:
-        raise ImportError(
-            f"loading {hub_id!r} from the Hub needs the 'datasets' package (pip install datasets), "
-            "or pass path=... pointing at a local JSONL copy"
-        ) from exc
+        raise fixed(ImportError, f"loading {literal(repr(hub_id))} from the Hub needs the 'datasets' package "
+                    "(pip install datasets), or pass {} pointing at a local JSONL copy", _PATH) from exc
     table = hf_datasets.load_dataset(hub_id, config, split=split)
     yield from enumerate(table, start=1)
 
@@ -455,9 +480,9 @@ def load_dataset(
         if _is_hub_path(path):
             hub_id = str(path)[len(_HUB_PREFIX) :] or spec.hub_id
             if not hub_id:
-                raise ValueError(
-                    f"dataset {spec.name!r} has no default Hub id; pass path='hub:<owner>/<name>'"
-                )
+                raise fixed(ValueError, f"dataset {literal(repr(spec.name))} has no default Hub id; "
+                            "pass {}",
+                            Arg("path", "'hub:<owner>/<name>'"))
             hub_split = split or spec.hub_split
             source = f"hub:{hub_id}[{hub_split}]"
             config = spec.hub_config if hub_id == spec.hub_id else None
@@ -469,10 +494,10 @@ def load_dataset(
                 options["name"] = f"{spec.name}-{split}"
             elif split is not None and spec.split is not None and split != spec.split:
                 known = ", ".join(repr(s) for s in (spec.split, *local))
-                raise ValueError(
-                    f"the local {spec.name!r} files hold the {known} split(s), got split={split!r}; "
-                    f"pass path='hub:{spec.hub_id or '<id>'}' to load other splits from the Hub"
-                )
+                raise fixed(ValueError, f"the local {literal(repr(spec.name))} files hold the "
+                            f"{literal(known)} "
+                            "split(s), got {}; pass {} to load other splits from the Hub",
+                            Arg("split", repr(split)), Arg("path", repr(f"hub:{spec.hub_id or '<id>'}")))
             file = _resolve_file(spec, path)
             rows = _iter_jsonl(file, errors, mode)
             problems = _rows_to_problems(rows, source=str(file), **options)
@@ -489,7 +514,8 @@ def _load_arith(split: str | None, limit: int | None) -> list[Problem]:
         ) from exc
     split = split or "test"
     if split == "train" and limit is None:
-        raise ValueError("dataset 'arith' split 'train' is unbounded; pass limit=N (without filters)")
+        raise fixed(ValueError, "dataset 'arith' split 'train' is unbounded; pass {} (without filters)",
+                    Arg("limit", "N"))
     return [
         Problem(str(p.id), str(p.question), str(p.answer), {"split": split})
         for p in load_split(split, limit if split == "train" else None)

@@ -4,8 +4,9 @@
 
 Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
 the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
-own errors are one line too. Library messages that give a Python-API fix (``on_error='skip'``,
-``path=...``) are rewritten to the flag that does the same (:func:`cli_text`). ``bench`` exits 1
+own errors are one line too. Library errors that give a Python-API fix (``on_error='skip'``,
+``path=...``) carry it as data (:mod:`prmsearch.fixes`), and :func:`cli_text` spells it as the
+flag that does the same. ``bench`` exits 1
 when the sweep is incomplete (rows missing, or stopped because the server looks down).
 
 This package builds the parser and runs a command (:func:`main`); the parts live in

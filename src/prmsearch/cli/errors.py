@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+
+from prmsearch.fixes import PLACEHOLDER, Arg, spelled
 
 
 class FlagError(ValueError):
@@ -26,28 +27,32 @@ def _one_line(text: str, limit: int = 600) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-#: Python-API fixes that library messages give, and the flags that do the same (in this order).
-_API_FIXES: tuple[tuple[str, str | Callable[[re.Match], str]], ...] = (
-    (r"use 'jsonl' with path=\.\.\. \(and the field names\)",
-     "pass --dataset FILE.jsonl (and --question-field/--answer-field for other field names)"),
-    (r"on_error='skip'", "--skip-bad-rows"),
-    (r"\b(question|answer|id)_field=", lambda m: f"--{m.group(1)}-field "),
-    (r"\bpath='([^']*)'", lambda m: f"--dataset-path {m.group(1)}"),
-    (r"\bpath=\.\.\.", "--dataset-path FILE.jsonl"),
-    (r"\bsplit=", "--split "),
-    (r"\blimit=N\b", "--limit N"),
-    (r"\bshuffle_seed=", "--shuffle-seed "),
-)  # fmt: skip
+def _flag_for(arg: Arg) -> str | None:
+    """The flag that does what a library fix's keyword argument does (None: keep the Python
+    spelling). The library's errors carry their fixes as :class:`~prmsearch.fixes.Arg` data, so
+    nothing here reads message text."""
+    filled = arg.value != PLACEHOLDER
+    if arg.name == "on_error":
+        return "--skip-bad-rows"
+    if arg.name == "dataset_file":
+        return "--dataset FILE.jsonl (and --question-field/--answer-field for other field names)"
+    if arg.name in ("question_field", "answer_field", "id_field"):
+        return f"--{arg.name.replace('_', '-')} {arg.value}"
+    if arg.name == "path":
+        return f"--dataset-path {arg.value.strip(chr(39)) if filled else 'FILE.jsonl'}"
+    if arg.name in ("split", "limit", "shuffle_seed"):
+        return f"--{arg.name.replace('_', '-')} {arg.value.strip(chr(39)) if filled else 'N'}"
+    return None
 
 
 def cli_text(error: BaseException | str) -> str:
     """An error message for the command line: one line, with the Python-API fixes that library
-    messages give (``pass on_error='skip'``, ``path=...``) replaced by the matching flags."""
+    errors carry (``pass on_error='skip'``, ``path=...``) spelled as the matching flags."""
+    if isinstance(error, BaseException) and (flagged := spelled(error, _flag_for)) is not None:
+        return _one_line(flagged)
     text = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
     if isinstance(error, FileNotFoundError) and error.filename and error.strerror is not None:
         text = f"{error.strerror}: {error.filename}"
-    for pattern, replacement in _API_FIXES:
-        text = re.sub(pattern, replacement, text)
     return _one_line(text)
 
 
