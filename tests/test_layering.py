@@ -270,3 +270,20 @@ def test_entry_points_name_plugin_modules_that_exist():
 def test_graph_reads_real_imports(module):
     """The reader sees the imports that are there (guards against a graph that is always empty)."""
     assert import_graph()[module], f"no imports read for {module}"
+
+
+#: Lines a module may have before its docstring must say why it is one module.
+LONG_MODULE = 500
+
+
+def test_a_module_over_500_lines_says_why_in_its_docstring():
+    unexplained = []
+    for module, path in all_modules().items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") <= LONG_MODULE:
+            continue
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if f"Why one module over {LONG_MODULE} lines:" not in doc:
+            unexplained.append(f"{path.relative_to(SRC)} ({text.count(chr(10))} lines)")
+    assert not unexplained, ("split these, or say in the docstring 'Why one module over 500 lines: ...': "
+                             + ", ".join(unexplained))

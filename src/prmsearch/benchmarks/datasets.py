@@ -7,6 +7,9 @@ data folder (``$PRMSEARCH_DATA_DIR``, else ``../shared/data`` beside the working
 repository); ``path="hub:<dataset id>"`` loads from the Hugging Face Hub instead (``datasets`` is
 imported only then). Bad rows raise :class:`DatasetFormatError` naming the file, line, field and
 fix, or, with ``on_error="skip"``, are recorded in the returned list's ``errors`` and skipped.
+
+Why one module over 500 lines: the loaders share the row reading, the error records and the
+filters; the built-in specs at the end are data, a few lines each.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ Every solution is written to ``labels.jsonl`` with its soft values, each method'
 the judge's votes and the provenance; the labelled ones also go to ``stepwise.jsonl`` in the
 stepwise-supervision layout of TRL's PRM trainer and the Hub's PRM datasets (``prompt``,
 ``completions``, ``labels``).
+
+Why one module over 500 lines: the three methods share the sampling of solutions, the first-
+error rule and the output files, and consensus needs both of the others in one pass.
 """
 
 from __future__ import annotations
