@@ -40,8 +40,8 @@ Limits: an answer longer than :data:`MAX_ANSWER_CHARS` only equals an identical 
 longer than :data:`MAX_SYMBOLIC_CHARS` never goes to math-verify. No input makes
 :func:`is_equivalent` raise: any unexpected error is logged and counts as "not equivalent".
 
-Decisions on equivalence (each has a row in ``tests/test_grading.py`` or
-``tests/test_grading_mathverify_cases.py``):
+Decisions on equivalence (each has a row in ``tests/benchmarks/test_grading.py`` or
+``tests/benchmarks/test_grading_mathverify_cases.py``):
 
 - **Integers and exact decimals compare exactly**, as rationals of any length: ``1000001`` is not
   ``1000000`` and ``0.30000001`` is not ``0.3``; ``0.5`` is ``\\frac{1}{2}`` (a fraction with a

@@ -72,7 +72,7 @@ def test_prm_pipeline_smoke_run(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "prm"
-    script = Path(__file__).resolve().parents[1] / "scripts" / "train_arith_prm.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "train_arith_prm.py"
     subprocess.run(
         [sys.executable, str(script), "--out", str(out), "--smoke"],
         check=True,

@@ -12,7 +12,7 @@ pytest.importorskip("yaml")
 from prmsearch.benchmarks.sweeps.config import SweepConfig
 from prmsearch.benchmarks.sweeps.recipes import MODEL_FREE_SCORERS, RecipeError, load_recipe, parse_recipe
 
-RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 MINIMAL = {
     "name": "t",
     "policy": {"backend": "vllm", "model": "some/model", "args": {"gpu_memory_utilization": 0.5}},

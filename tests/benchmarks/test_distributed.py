@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,8 @@ def test_worker_rows_equal_in_process_rows(tmp_path):
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    tests = str(Path(__file__).parent)  # actors import the factory's module (helpers)
+    here = Path(__file__).resolve()  # actors import the factories' modules: this one and helpers
+    tests = os.pathsep.join([str(here.parent), str(here.parents[1])])
     ray.init(
         num_cpus=2,
         include_dashboard=False,

@@ -10,7 +10,7 @@ import pytest
 
 from prmsearch.cli import build_parser, main, recipe_overrides
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "src" / "prmsearch" / "arith" / "models"
 
 RECIPE = f"""\

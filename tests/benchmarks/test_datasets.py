@@ -20,7 +20,7 @@ from prmsearch.benchmarks.datasets import (
 )
 from prmsearch.benchmarks.grading import is_equivalent
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"  # /work/main/tests -> /work/shared/data
+DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"  # tests/benchmarks -> ../shared/data
 needs_data = pytest.mark.skipif(
     not (DATA_DIR / "math500.jsonl").is_file(), reason=f"benchmark data not found at {DATA_DIR}"
 )
