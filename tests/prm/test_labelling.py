@@ -261,6 +261,23 @@ def test_cli_label_on_the_embedded_models(tmp_path, capsys):
     assert all(r["provenance"]["judge"] == "test-mute-judge" for r in _rows(mute))
 
 
+def test_backend_arguments_are_part_of_the_run(tmp_path, capsys):
+    """--policy-arg and --threads reach the backend; the arguments are in the manifest and every
+    row's provenance, so a resume with other ones is refused naming them."""
+    out = tmp_path / "labels"
+    base = ["label", "--split", "train", "--limit", "2", "--samples", "1", "--rollouts", "1",
+            "--max-solution-tokens", "64", "--threads", "1", "--out", str(out), "--json", "--no-progress"]
+    assert main([*base, "--policy-arg", "dtype=float32"]) == 0
+    capsys.readouterr()
+    assert all(r["provenance"]["policy_args"] == {"dtype": "float32"} for r in _rows(out))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["provenance"]["policy_args"] == {"dtype": "float32"}
+    assert main([*base, "--policy-arg", "dtype=float64", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "policy_args" in err and "Traceback" not in err
+    assert len(_rows(out)) == 2  # nothing added, nothing lost
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
@@ -271,6 +288,7 @@ def test_cli_label_on_the_embedded_models(tmp_path, capsys):
         (["--ray-workers", "2"], "--ray-workers 2"),
         (["--dataset", "nope"], "--dataset 'nope'"),
         (["--temperature", "-1"], "--temperature -1.0"),
+        (["--judge-arg", "dtype=float32"], "--judge-arg 'dtype=float32'"),
     ],
 )
 def test_bad_label_flags_are_one_line(tmp_path, capsys, flags, named):

@@ -61,6 +61,45 @@ def test_train_prm_learns_and_the_scorer_reads_it(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_head_mode_freezes_the_base_and_still_learns(tmp_path, capsys):
+    """--train head (the CPU mode): the saved base is the input base weight for weight, only the
+    head moved, and the head on cached features still separates marked steps from clean ones."""
+    from safetensors.torch import load_file
+
+    from prmsearch.arith.models import default_policy_path
+
+    data = _write(tmp_path / "stepwise.jsonl", _rows(160))
+    out = tmp_path / "prm"
+    args = ["train-prm", "--data", str(data), "--out", str(out), "--train", "head", "--steps", "150",
+            "--batch-size", "8", "--warmup", "5", "--validation-fraction", "0.2", "--threads", "2",
+            "--json", "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["train"] == "head" and report["lr"] == 1e-3  # the mode's default step
+    assert report["loss_last"] < report["loss_first"]
+    assert report["validation"]["step_accuracy"] > 0.8
+
+    saved = load_file(str(out / "model.safetensors"))
+    base = load_file(str(Path(default_policy_path()) / "model.safetensors"))
+    compared = 0
+    for name, weight in base.items():
+        key = "model." + name.removeprefix("model.")
+        if key in saved and saved[key].shape == weight.shape:
+            assert (saved[key] == weight).all(), f"{key} changed in head mode"
+            compared += 1
+    assert compared > 5  # the base's layers were found and compared, not skipped
+
+    from prmsearch import ScoreRequest, resolve_scorer
+
+    scorer = resolve_scorer(str(out), family="qwen-prm")
+    good, bad = scorer.score([
+        ScoreRequest("Problem 7: add one to each number.", ("3 + 1 = 4", "9 + 1 = 10")),
+        ScoreRequest("Problem 7: add one to each number.", ("3 + 1 = 4", "9 + 1 = 10 wrong")),
+    ])
+    assert good.scores[1] > bad.scores[1]
+
+
+@pytest.mark.slow
 def test_a_base_without_the_separator_gets_it(tmp_path):
     """SmolLM2-135M-Instruct (GGUF, shipped in a package; mechanics only): its tokenizer has no
     <extra_0>, so the token is added and the embeddings grow; the folder then scores."""
@@ -112,7 +151,8 @@ def test_schedule_and_config():
     assert lr_at(0, lr=1.0, warmup=4, steps=100) == 0.25
     assert lr_at(4, lr=1.0, warmup=4, steps=100) == pytest.approx(1.0)
     assert lr_at(100, lr=1.0, warmup=4, steps=100) == pytest.approx(0.1)
-    for bad in ({"steps": 0}, {"lr": 0}, {"validation_fraction": 1.0}, {"separator": " "}, {"grad_accum": 0}):
+    for bad in ({"steps": 0}, {"lr": 0}, {"validation_fraction": 1.0}, {"separator": " "}, {"grad_accum": 0},
+                {"train": "lora"}, {"lr": True}):
         with pytest.raises(ValueError):
             StepwiseTrainConfig(**bad)
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from prmsearch.cli.backends import load_policy
+from prmsearch.cli.backends import load_policy, set_threads
 from prmsearch.cli.bench import (
     add_ray_arguments,
     check_ray_flags,
@@ -17,7 +17,14 @@ from prmsearch.cli.bench import (
     load_problems,
     ray_runner,
 )
-from prmsearch.cli.errors import FlagError, _unescape, config_from_flags, flag_context, int_at_least
+from prmsearch.cli.errors import (
+    FlagError,
+    _unescape,
+    config_from_flags,
+    flag_context,
+    int_at_least,
+    option_type,
+)
 
 
 def cmd_label(args: argparse.Namespace) -> int:
@@ -53,8 +60,17 @@ def cmd_label(args: argparse.Namespace) -> int:
                 for p in load_problems(source, "--dataset", args.dataset, args.skip_bad_rows)]
     name = Path(dataset_path).stem if dataset == "jsonl" and dataset_path else dataset
     out = Path(args.out) if args.out else Path("runs") / f"labels-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    policy_args = dict(args.policy_arg)
+    if args.prompt_format is not None:
+        policy_args["prompt_format"] = args.prompt_format
+    judge_args = dict(args.judge_arg)
+    if judge_args and not (cfg.uses_judge and args.judge):
+        raise FlagError("--judge-arg", _pairs_text(args.judge_arg),
+                        "needs --judge MODEL with --method judge or consensus (a judge of its own)")
+    set_threads(args.threads)
     backends = functools.partial(label_backends, args.policy, args.policy_backend, args.judge,
-                                 args.judge_backend, cfg.uses_judge)  # fmt: skip
+                                 args.judge_backend, cfg.uses_judge, policy_args, judge_args,
+                                 args.threads)  # fmt: skip
     runner = ray_runner(args, None)  # --ray: each actor calls backends() once, after the plugins
     if runner is not None:
         backends = in_workers(args, backends)
@@ -64,6 +80,12 @@ def cmd_label(args: argparse.Namespace) -> int:
         "judge_backend": args.judge_backend if cfg.uses_judge else None,
         "dataset": name, "split": args.split, "seed": cfg.seed, "prmsearch": __version__,
     }  # fmt: skip
+    # Backend arguments change the samples (a prompt format, a dtype), so a resume must keep them;
+    # recorded only when given, so folders written before these flags existed still resume.
+    if policy_args:
+        provenance["policy_args"] = policy_args
+    if judge_args:
+        provenance["judge_args"] = judge_args
 
     def progress(done: int, total: int) -> None:
         if not args.no_progress:
@@ -92,14 +114,21 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 
 def label_backends(policy: str | None, policy_backend: str | None, judge: str | None,
-                   judge_backend: str | None, uses_judge: bool):
+                   judge_backend: str | None, uses_judge: bool, policy_args: dict | None = None,
+                   judge_args: dict | None = None, threads: int | None = None):
     """(policy, judge) of ``label``'s flags; the judge is the policy itself unless ``--judge`` names
     one, and None when the method needs no judge. Module-level, so ``functools.partial`` of it
-    pickles to Ray actors."""
-    model = load_policy(policy, policy_backend)
+    pickles to Ray actors (which also take ``--threads`` here, in their own process)."""
+    set_threads(threads)
+    model = load_policy(policy, policy_backend, kwargs=policy_args)
     if not uses_judge:
         return model, None
-    return model, (load_policy(judge, judge_backend, "--judge") if judge else model)
+    return model, (load_policy(judge, judge_backend, "--judge", kwargs=judge_args) if judge else model)
+
+
+def _pairs_text(pairs: list[tuple[str, object]]) -> str:
+    """``KEY=VALUE`` pairs as they were typed, for an error message."""
+    return " ".join(f"{key}={value}" for key, value in pairs)
 
 
 #: LabelConfig fields and the flags that set them, where the names differ.
@@ -134,6 +163,22 @@ def _add_label(sub) -> None:
     label.add_argument("--judge", default=None, help="the judge for judge/consensus: a backend name, model "
                        "folder or Hub id (default: the policy itself)")
     label.add_argument("--judge-backend", default=None, help="backend for a judge model path (default: hf)")
+    label.add_argument(
+        "--prompt-format", default=None, metavar="NAME",
+        help="the policy's prompt format: auto (default), step-by-step, chat, plain, qwen25-math-cot, llama3-math",
+    )
+    label.add_argument(
+        "--policy-arg", action="append", type=option_type("KEY=VALUE (e.g. max_model_len=4096)"), default=[],
+        metavar="KEY=VALUE", help="a keyword argument of the policy backend, e.g. max_model_len=4096 (repeatable; "
+        "recorded in the manifest, so a resume must keep it)",
+    )
+    label.add_argument(
+        "--judge-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
+        metavar="KEY=VALUE", help="a keyword argument of the judge's backend (repeatable; needs --judge)",
+    )
+    label.add_argument("--threads", type=int_at_least(1), default=None,
+                       help="torch CPU threads for in-process models (default: torch's own; 1 is often "
+                       "fastest for tiny models on a busy machine)")
     label.add_argument("--samples", type=int_at_least(1), default=4, help="solutions per problem (default 4)")
     label.add_argument("--rollouts", type=int_at_least(1), default=8,
                        help="MC completions per distinct step prefix (default: 8)")
@@ -185,7 +230,7 @@ def cmd_train_prm(args: argparse.Namespace) -> int:
     from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
 
     values = {
-        "steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum, "lr": args.lr,
+        "train": args.train, "steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum, "lr": args.lr,
         "warmup": args.warmup, "max_length": args.max_length, "validation_fraction": args.validation_fraction,
         "bf16": args.bf16, "device": args.device, "gguf_file": args.gguf_file, "threads": args.threads,
         "seed": args.seed, "log_every": args.log_every,
@@ -236,7 +281,12 @@ def _add_train_prm(sub) -> None:
     train.add_argument("--steps", type=int, default=1000, help="optimiser steps (default: 1000)")
     train.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default: 8)")
     train.add_argument("--grad-accum", type=int, default=1, help="forward passes per step (default: 1)")
-    train.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")
+    train.add_argument("--train", choices=("full", "head"), default="full",
+                       help="full: train the base and the head (a GPU's mode); head: freeze the base, "
+                       "compute its features at the separators once and train the head alone (a CPU's "
+                       "mode: one forward pass per row) (default: full)")
+    train.add_argument("--lr", type=float, default=None,
+                       help="peak learning rate (default: 2e-5 with --train full, 1e-3 with --train head)")
     train.add_argument("--warmup", type=int, default=50, help="warm-up steps (default: 50)")
     train.add_argument("--max-length", type=int, default=2048, help="skip longer rows (tokens; default 2048)")
     train.add_argument("--validation-fraction", type=float, default=0.05,

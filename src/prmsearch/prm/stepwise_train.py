@@ -20,6 +20,12 @@ cross-entropy of the head at every separator against the step's label. AdamW wit
 warm-up and cosine decay, gradient accumulation, bf16 autocast on a GPU that supports it
 (fp32 on CPU, where tiny models train in minutes). A held-out share of the problems reports
 step accuracy and the ProcessBench first-error F1 at the end.
+
+``train="head"`` is the mode for a CPU: the base stays frozen, its last hidden state at every
+separator is computed once per row (one forward pass, no padding, no gradients), and only the
+head trains, on those cached features. A 0.5B base then costs one forward pass per solution
+instead of a backward pass per step, and the scorer reads the folder exactly as a fully trained
+one (the base's weights are saved unchanged, the added separator's embedding included).
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ class StepwiseTrainConfig:
     """What ``train-prm`` does, validated at construction (saved with the model).
 
     Attributes:
+        train: ``full`` (base and head) or ``head`` (a frozen base, the head on cached features).
         steps: optimiser steps.
         batch_size: rows per forward pass; ``grad_accum`` passes per optimiser step.
-        lr: peak AdamW learning rate; ``warmup`` steps of linear warm-up, then cosine decay to 10%.
+        lr: peak AdamW learning rate (None: 2e-5 for ``full``, 1e-3 for ``head``); ``warmup`` steps of linear warm-up, then cosine decay to 10%.
         weight_decay: AdamW weight decay.
         max_length: rows longer than this many tokens are skipped (and counted).
         separator: the step separator token read by the head.
@@ -61,10 +68,11 @@ class StepwiseTrainConfig:
         log_every: steps between loss lines.
     """
 
+    train: str = "full"
     steps: int = 1000
     batch_size: int = 8
     grad_accum: int = 1
-    lr: float = 2e-5
+    lr: float | None = None
     warmup: int = 50
     weight_decay: float = 0.0
     max_length: int = 2048
@@ -83,8 +91,11 @@ class StepwiseTrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if self.train not in TRAIN_MODES:
+            raise ValueError(f"train must be one of {', '.join(TRAIN_MODES)}, got {self.train!r}")
+        if self.lr is not None and not (isinstance(self.lr, (int, float)) and not isinstance(self.lr, bool)
+                                        and self.lr > 0):
+            raise ValueError(f"lr must be > 0 (or None for the mode's default), got {self.lr!r}")
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not 0 <= self.validation_fraction < 1:
@@ -93,6 +104,17 @@ class StepwiseTrainConfig:
             raise ValueError(f"separator must be a non-blank token text, got {self.separator!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be an int >= 1 or None, got {self.threads!r}")
+
+
+    @property
+    def peak_lr(self) -> float:
+        """``lr``, or the mode's default: a head alone on frozen features takes a far larger step."""
+        return float(self.lr) if self.lr is not None else DEFAULT_LR[self.train]
+
+
+#: The training modes and their default peak learning rates.
+TRAIN_MODES = ("full", "head")
+DEFAULT_LR = {"full": 2e-5, "head": 1e-3}
 
 
 def lr_at(step: int, *, lr: float, warmup: int, steps: int) -> float:
@@ -219,6 +241,43 @@ def _separator_loss(prm: Any, examples: Sequence[_Encoded], pad_id: int, device:
     return -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
 
 
+def separator_features(base: Any, examples: Sequence[_Encoded], device: Any, bf16: bool = False,
+                       log: Callable[[str], None] | None = None) -> list[Any]:
+    """The frozen base's last hidden state at each example's separators (one ``[steps, hidden]``
+    float32 tensor an example), one row per forward pass so that nothing is padded."""
+    import torch
+
+    features, start = [], time.perf_counter()
+    with torch.no_grad():
+        for number, e in enumerate(examples, start=1):
+            ids = torch.tensor([e.ids], device=device)
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+                hidden = base(input_ids=ids).last_hidden_state
+            features.append(hidden[0, e.positions].float())
+            if log is not None and (number % 100 == 0 or number == len(examples)):
+                log(f"[train-prm] features of {number}/{len(examples)} rows "
+                    f"({time.perf_counter() - start:.0f}s)")
+    return features
+
+
+def _feature_loss(head: Any, features: Sequence[Any], examples: Sequence[_Encoded], device: Any) -> Any:
+    """The separator cross-entropy of ``head`` on cached features (the ``head`` mode's loss)."""
+    import torch
+
+    logits = head(torch.cat(list(features))).float()
+    target = torch.tensor([y for e in examples for y in e.targets], device=device)
+    logp = torch.log_softmax(logits, dim=-1)
+    return -(target * logp[:, 1] + (1 - target) * logp[:, 0]).mean()
+
+
+def _report_of(examples: Sequence[_Encoded], scores: list[list[float]]) -> dict[str, Any]:
+    """Step accuracy at 0.5 and the ProcessBench first-error F1 of per-step scores."""
+    steps = [(s >= 0.5) == bool(y) for e, row in zip(examples, scores) for s, y in zip(row, e.targets)]
+    report = first_error_report([e.first_error for e in examples], scores)
+    return {"rows": len(examples), "step_accuracy": float(np.mean(steps)) if steps else None,
+            "first_error": report.to_dict()}  # fmt: skip
+
+
 def evaluate_examples(prm: Any, examples: Sequence[_Encoded], pad_id: int, device: Any,
                       batch_size: int = 8) -> dict[str, Any]:
     """Step accuracy at 0.5 and the ProcessBench first-error F1 of ``prm`` on encoded rows."""
@@ -233,10 +292,16 @@ def evaluate_examples(prm: Any, examples: Sequence[_Encoded], pad_id: int, devic
             for i, e in enumerate(chunk):
                 logits = prm.head(hidden[i, e.positions]).float()
                 scores.append(torch.softmax(logits, dim=-1)[:, 1].tolist())
-    steps = [(s >= 0.5) == bool(y) for e, row in zip(examples, scores) for s, y in zip(row, e.targets)]
-    report = first_error_report([e.first_error for e in examples], scores)
-    return {"rows": len(examples), "step_accuracy": float(np.mean(steps)) if steps else None,
-            "first_error": report.to_dict()}  # fmt: skip
+    return _report_of(examples, scores)
+
+
+def evaluate_features(head: Any, features: Sequence[Any], examples: Sequence[_Encoded]) -> dict[str, Any]:
+    """:func:`evaluate_examples` on cached separator features (the ``head`` mode)."""
+    import torch
+
+    with torch.no_grad():
+        scores = [torch.softmax(head(f).float(), dim=-1)[:, 1].tolist() for f in features]
+    return _report_of(examples, scores)
 
 
 def split_by_prompt(rows: Sequence[dict[str, Any]], fraction: float, rng: np.random.Generator
@@ -286,22 +351,39 @@ def train_stepwise_prm(
     steps_total = sum(len(e.targets) for e in train)
     positive = float(np.mean([y for e in train for y in e.targets]))
     log(f"[train-prm] {len(train)} rows ({steps_total} steps, {positive:.0%} positive) for training, "
-        f"{len(validation)} held out, {skipped + skipped_val} skipped; device {device}, bf16 {bf16}")
-    optimizer = torch.optim.AdamW(prm.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    prm.train()
+        f"{len(validation)} held out, {skipped + skipped_val} skipped; device {device}, bf16 {bf16}, "
+        f"train {cfg.train}")
     start = time.perf_counter()
+    if cfg.train == "head":
+        prm.base.requires_grad_(False)
+        prm.base.eval()
+        train_features = separator_features(prm.base, train, device, bf16, log)
+        val_features = separator_features(prm.base, validation, device, bf16) if validation else []
+        params = list(prm.head.parameters())
+
+        def loss_of(batch: list[int]) -> Any:
+            return _feature_loss(prm.head, [train_features[i] for i in batch], [train[i] for i in batch],
+                                 device)
+    else:
+        params = list(prm.parameters())
+
+        def loss_of(batch: list[int]) -> Any:
+            return _separator_loss(prm, [train[i] for i in batch], pad_id, device, bf16)
+    optimizer = torch.optim.AdamW(params, lr=cfg.peak_lr, weight_decay=cfg.weight_decay)
+    prm.head.train()
+    if cfg.train == "full":
+        prm.train()
     losses: list[float] = []
     for step in range(cfg.steps):
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
+            group["lr"] = lr_at(step, lr=cfg.peak_lr, warmup=cfg.warmup, steps=cfg.steps)
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for _ in range(cfg.grad_accum):
-            batch = [train[i] for i in rng.integers(0, len(train), cfg.batch_size)]
-            loss = _separator_loss(prm, batch, pad_id, device, bf16) / cfg.grad_accum
+            loss = loss_of([int(i) for i in rng.integers(0, len(train), cfg.batch_size)]) / cfg.grad_accum
             loss.backward()
             total += loss.item()
-        torch.nn.utils.clip_grad_norm_(prm.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         losses.append(total)
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
@@ -310,6 +392,8 @@ def train_stepwise_prm(
     report: dict[str, Any] = {
         "base": str(model),
         "data": data,
+        "train": cfg.train,
+        "lr": cfg.peak_lr,
         "train_rows": len(train),
         "validation_rows": len(validation),
         "skipped_rows": skipped + skipped_val,
@@ -321,7 +405,9 @@ def train_stepwise_prm(
             for start_step in range(0, len(losses), cfg.log_every)
         ],
         "seconds": time.perf_counter() - start,
-        "validation": evaluate_examples(prm, validation, pad_id, device) if validation else None,
+        "validation": None if not validation else (
+            evaluate_features(prm.head, val_features, validation) if cfg.train == "head"
+            else evaluate_examples(prm, validation, pad_id, device)),
     }
     out = Path(out)
     save_qwen_prm(prm.to("cpu"), out, tokenizer)
