@@ -165,12 +165,13 @@ def _add_label(sub) -> None:
     label.add_argument("--judge-backend", default=None, help="backend for a judge model path (default: hf)")
     label.add_argument(
         "--prompt-format", default=None, metavar="NAME",
-        help="the policy's prompt format: auto (default), step-by-step, chat, plain, qwen25-math-cot, llama3-math",
+        help="the policy's prompt format: auto (default), step-by-step, chat, plain, qwen25-math-cot, "
+        "llama3-math",
     )
     label.add_argument(
-        "--policy-arg", action="append", type=option_type("KEY=VALUE (e.g. max_model_len=4096)"), default=[],
-        metavar="KEY=VALUE", help="a keyword argument of the policy backend, e.g. max_model_len=4096 (repeatable; "
-        "recorded in the manifest, so a resume must keep it)",
+        "--policy-arg", action="append", type=option_type("KEY=VALUE (e.g. max_model_len=4096)"),
+        default=[], metavar="KEY=VALUE", help="a keyword argument of the policy backend, e.g. "
+        "max_model_len=4096 (repeatable; recorded in the manifest, so a resume must keep it)",
     )
     label.add_argument(
         "--judge-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
@@ -230,7 +231,8 @@ def cmd_train_prm(args: argparse.Namespace) -> int:
     from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
 
     values = {
-        "train": args.train, "steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum, "lr": args.lr,
+        "train": args.train, "steps": args.steps, "batch_size": args.batch_size,
+        "grad_accum": args.grad_accum, "lr": args.lr,
         "warmup": args.warmup, "max_length": args.max_length, "validation_fraction": args.validation_fraction,
         "bf16": args.bf16, "device": args.device, "gguf_file": args.gguf_file, "threads": args.threads,
         "seed": args.seed, "log_every": args.log_every,

@@ -54,7 +54,8 @@ class StepwiseTrainConfig:
         train: ``full`` (base and head) or ``head`` (a frozen base, the head on cached features).
         steps: optimiser steps.
         batch_size: rows per forward pass; ``grad_accum`` passes per optimiser step.
-        lr: peak AdamW learning rate (None: 2e-5 for ``full``, 1e-3 for ``head``); ``warmup`` steps of linear warm-up, then cosine decay to 10%.
+        lr: peak AdamW learning rate (None: 2e-5 for ``full``, 1e-3 for ``head``); ``warmup``
+            steps of linear warm-up, then cosine decay to 10%.
         weight_decay: AdamW weight decay.
         max_length: rows longer than this many tokens are skipped (and counted).
         separator: the step separator token read by the head.
