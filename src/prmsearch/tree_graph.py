@@ -43,6 +43,7 @@ import gzip
 import json
 import math
 import os
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -205,8 +206,16 @@ def read_tree_graph(path: str | Path) -> dict[str, Any]:
     if suffix == ".graphml":
         raise ValueError(f"{path}: read GraphML with networkx.read_graphml; this reads node-link JSON files")
     raw = path.read_bytes()
-    text = gzip.decompress(raw) if suffix == ".json.gz" else raw
-    return from_json_ready(json.loads(text))
+    try:
+        text = gzip.decompress(raw) if suffix == ".json.gz" else raw
+        data = json.loads(text)
+    except (EOFError, OSError, zlib.error) as exc:  # a truncated or damaged gzip stream
+        raise ValueError(f"{path} is damaged (its gzip stream: {exc or type(exc).__name__})") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is damaged (not JSON: {exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a prmsearch tree (not a JSON object)")
+    return from_json_ready(data)
 
 
 def json_ready(data: Mapping[str, Any]) -> dict[str, Any]:

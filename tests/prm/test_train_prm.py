@@ -180,3 +180,39 @@ def test_out_must_be_new(tmp_path, capsys):
     (tmp_path / "out" / "x").write_text("keep me")
     assert main(["train-prm", "--data", str(data), "--out", str(tmp_path / "out")]) == 2
     assert "--out" in capsys.readouterr().err and (tmp_path / "out" / "x").read_text() == "keep me"
+
+
+@pytest.mark.slow
+def test_mc_targets_from_a_label_run(tmp_path, capsys):
+    """--targets mc reads a label run's labels.jsonl: each step's target is its MC value with the
+    solution's own outcome as one more rollout, the last step the outcome; stepwise.jsonl (no MC
+    values) is refused in one line."""
+    from prmsearch.cli.prm_kit import mc_target_rows
+
+    labels = tmp_path / "labels"
+    assert main(["label", "--split", "train", "--limit", "6", "--samples", "2", "--rollouts", "2",
+                 "--max-solution-tokens", "96", "--threads", "1", "--out", str(labels), "--json",
+                 "--no-progress"]) == 0  # fmt: skip
+    capsys.readouterr()
+    raw = [json.loads(line) for line in (labels / "labels.jsonl").read_text().splitlines()]
+    rows = mc_target_rows(labels / "labels.jsonl")
+    assert len(rows) == sum(r["status"] == "labelled" for r in raw) > 0
+    by_steps = {tuple(r["completions"]): r for r in raw}
+    for row in rows:
+        source = by_steps[tuple(row["completions"])]
+        own = 1.0 if source["answer_correct"] else 0.0
+        assert row["targets"][-1] == own and row["labels"] == source["labels"]
+        for target, value in zip(row["targets"][:-1], source["mc_values"][:-1]):
+            assert target == pytest.approx((2 * value + own) / 3)
+
+    out = tmp_path / "prm"
+    assert main(["train-prm", "--data", str(labels / "labels.jsonl"), "--targets", "mc", "--train", "head",
+                 "--out", str(out), "--steps", "5", "--warmup", "1", "--validation-fraction", "0.3",
+                 "--threads", "1", "--json", "--quiet"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert report["train_rows"] + report["validation_rows"] == len(rows)
+
+    assert main(["train-prm", "--data", str(labels / "stepwise.jsonl"), "--targets", "mc",
+                 "--out", str(tmp_path / "other"), "--steps", "1"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--data" in err and "labels.jsonl" in err and len(err.strip().splitlines()) == 1

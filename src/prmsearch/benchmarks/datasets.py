@@ -28,6 +28,7 @@ import numpy as np
 from prmsearch.benchmarks.grading import gsm8k_gold
 from prmsearch.fixes import Arg, attach, fixed, literal
 from prmsearch.registry import Registry
+from prmsearch.text_lines import numbered_lines
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -242,26 +243,27 @@ def _is_hub_path(path: str | os.PathLike | None) -> bool:
 
 
 def _iter_jsonl(file: Path, errors: list[DatasetError], on_error: OnError) -> Iterator[tuple[int, dict]]:
-    """(line number, row) for every non-blank line; a line that is not a JSON object is an error."""
-    with file.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                message = f"malformed JSON ({exc.msg} at column {exc.colno}); fix or delete the line"
-                _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
-                      on_error)
-                continue
-            if not isinstance(row, dict):
-                message = (
-                    f"expected a JSON object, got {type(row).__name__}; each line must be one {{...}} row"
-                )
-                _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
-                      on_error)
-                continue
-            yield number, row
+    """(line number, row) for every non-blank line; a line that is not UTF-8 text or not a JSON
+    object is an error of that line."""
+    for number, line, problem in numbered_lines(file):
+        if line is None:
+            message = f"{problem}; save the file as UTF-8, or fix or delete the line"
+            _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
+                  on_error)
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            message = f"malformed JSON ({exc.msg} at column {exc.colno}); fix or delete the line"
+            _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
+                  on_error)
+            continue
+        if not isinstance(row, dict):
+            message = f"expected a JSON object, got {type(row).__name__}; each line must be one {{...}} row"
+            _fail(DatasetError(str(file), number, None, literal(message) + _SKIP_HINT, (_SKIP,)), errors,
+                  on_error)
+            continue
+        yield number, row
 
 
 def _fail(record: DatasetError, errors: list[DatasetError], on_error: OnError) -> None:

@@ -157,3 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError, FileNotFoundError) as exc:
         print(f"prmsearch {args.command}: error: {cli_text(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: every row written so far is whole (rows are appended and fsynced one by one),
+        # so say how to go on instead of printing the interpreter's traceback.
+        out = getattr(args, "out", None)
+        again = (f"; `prmsearch {args.command} --resume --out {out}` (with the same other flags) "
+                 "continues where it stopped") if out and args.command in ("bench", "label") else ""
+        print(f"prmsearch {args.command}: interrupted{again}", file=sys.stderr)
+        return 130

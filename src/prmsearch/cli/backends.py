@@ -39,6 +39,28 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="run seed; each problem's seed derives from it and the question"
     )
+    add_max_budget_argument(parser)
+
+
+#: The largest budget a command runs unless ``--max-budget`` raises it: every generation's path is
+#: held in memory, so a typo of a few zeros must be refused, not grow the process until the kernel
+#: kills it.
+DEFAULT_MAX_BUDGET = 65536
+
+
+def add_max_budget_argument(parser: argparse.ArgumentParser, default: int = DEFAULT_MAX_BUDGET) -> None:
+    """``--max-budget``: the cap on ``--n``/``--budgets`` (and a strategy's ``-o n=``)."""
+    parser.add_argument(
+        "--max-budget", type=int_at_least(1), default=default, metavar="N",
+        help=f"refuse budgets above N (default: {default}); raise it for a deliberately huge search",
+    )
+
+
+def check_budget(flag: str, budget: object, cap: int) -> None:
+    """Refuse a budget above ``cap`` naming ``flag`` and the way to raise it."""
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > cap:
+        raise FlagError(flag, budget, f"is above --max-budget {cap} (every path of a search is held in "
+                        "memory); lower it, or raise --max-budget if you mean it")
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -236,6 +258,9 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
     # --n is a budget, read by the strategy's budget rule as in bench and serve (beam: width
     # gcd(n, 4)); -o n=... sets the config's n as it is; neither: the strategy's default (16)
     budget = args.n if "n" not in options else None
+    cap = getattr(args, "max_budget", DEFAULT_MAX_BUDGET)
+    check_budget("--n", args.n, cap)
+    check_budget("-o/--option", _budget_option(options.get("n")), cap)
     flag = "-o/--option" if args.option else "--n"
     value = _option_text(dict(args.option)) if args.option else args.n
     with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
@@ -244,6 +269,14 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
         if budget is None:
             return as_strategy(args.strategy, options)
         return strategy_spec(args.strategy).at_budget(budget, **options)
+
+
+def _budget_option(value: object) -> object:
+    """``-o n=VALUE`` as an int where it reads as one (options arrive as parsed text)."""
+    try:
+        return int(value) if isinstance(value, (int, str)) else value
+    except ValueError:
+        return value
 
 
 def build_searcher(args: argparse.Namespace) -> Searcher:

@@ -19,6 +19,8 @@ from prmsearch.benchmarks.sweeps.config import SweepConfig
 from prmsearch.cli.backends import (
     _option_text,
     add_backend_arguments,
+    add_max_budget_argument,
+    check_budget,
     load_policy,
     load_scorer,
     policy_args_from_flags,
@@ -85,6 +87,9 @@ def check_bench_flags(args: argparse.Namespace) -> None:
         )
     if args.resume and not args.out:
         raise FlagError("--resume", None, "needs --out FOLDER, the folder of the run to continue")
+    if args.set_aside_damaged and not args.resume:
+        raise FlagError("--set-aside-damaged", None, "needs --resume --out FOLDER (it repairs that run's "
+                        "results file)")
     check_ray_flags(args)
     if args.prm_url and (args.ray or args.ray_address):
         fix = ("scores from this process only; with Ray name the PRM server in a recipe "
@@ -350,6 +355,8 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
     from prmsearch.benchmarks.sweeps.results import ResultsFolder, ResultsFolderError
     from prmsearch.benchmarks.sweeps.sweep import ServerDownError, run_sweep, timestamped_folder
 
+    for budget in config.budgets:
+        check_budget("--budgets", budget, args.max_budget)
     flag, value = ("--recipe", args.recipe) if args.recipe else ("--dataset", args.dataset)
     problems = load_problems(config, flag, value, args.skip_bad_rows)
     name = config.dataset
@@ -359,7 +366,7 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
     runner = ray_runner(args, ray_backends)
     if out.exists() and not out.is_dir():
         raise FlagError("--out", str(out), "is a file; give a folder (a new one, or a run to --resume)")
-    with flag_context("--out", str(out), "give a folder for the results"):
+    with flag_context("--out", str(out), "give a folder this user can write to"):
         out.mkdir(parents=True, exist_ok=True)
     stopped: ServerDownError | None = None
     try:
@@ -374,9 +381,10 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
             scorer=None,
             backends=None if runner is not None else backends,
             runner=runner,
+            set_aside_damaged=args.set_aside_damaged,
         )
     except ResultsFolderError as exc:
-        raise FlagError("--out", str(out), str(exc)) from None
+        raise FlagError("--out", str(out), cli_text(exc)) from None
     except ServerDownError as exc:
         stopped, folder = exc, ResultsFolder(out)
     qids = {p.qid for p in problems}
@@ -436,6 +444,7 @@ def _add_bench(sub) -> None:
         "--seeds", type=csv_of(int, "ints", "0,1,2"), default=(0,),
         help="comma-separated run seeds; each is a full sweep (default: 0)",
     )
+    add_max_budget_argument(bench)
     bench.add_argument("--out", default=None, help="results folder (default: runs/<dataset>-<time>)")
     bench.add_argument("--resume", action="store_true", help="continue the run in --out (its missing rows)")
     bench.add_argument(
@@ -443,6 +452,11 @@ def _add_bench(sub) -> None:
         action="store_true",
         help="with --resume: also re-run the problems whose row ended in an error (e.g. a server outage); "
         "each new row replaces the old one",
+    )
+    bench.add_argument(
+        "--set-aside-damaged", action="store_true",
+        help="with --resume: move lines of results.jsonl that are not whole rows (a disk fault, a torn "
+        "write) to results.jsonl.damaged, never deleting them, and run their problems again",
     )
     bench.add_argument(
         "--max-consecutive-failures",

@@ -34,6 +34,8 @@ def _flag_for(arg: Arg) -> str | None:
     filled = arg.value != PLACEHOLDER
     if arg.name == "on_error":
         return "--skip-bad-rows"
+    if arg.name == "set_aside_damaged":
+        return "--resume --set-aside-damaged (and the run's other flags)"
     if arg.name == "dataset_file":
         return "--dataset FILE.jsonl (and --question-field/--answer-field for other field names)"
     if arg.name in ("question_field", "answer_field", "id_field"):

@@ -20,6 +20,7 @@ from prmsearch.cli.bench import (
 from prmsearch.cli.errors import (
     FlagError,
     _unescape,
+    cli_text,
     config_from_flags,
     flag_context,
     int_at_least,
@@ -43,6 +44,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     if args.retry_errors and not args.resume:
         raise FlagError("--retry-errors", None, "needs --resume --out FOLDER (it labels that run's errored "
                         "problems again)")
+    if args.set_aside_damaged and not args.resume:
+        raise FlagError("--set-aside-damaged", None, "needs --resume --out FOLDER (it repairs that run's "
+                        "labels file)")
     check_ray_flags(args)
     values = {
         "method": args.method, "samples": args.samples, "rollouts": args.rollouts,
@@ -94,9 +98,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     try:
         summary = run_labelling(cfg, problems, out, backends=backends, runner=runner, resume=args.resume,
                                 retry_errors=args.retry_errors, provenance=provenance,
-                                progress=progress)  # fmt: skip
+                                progress=progress, set_aside_damaged=args.set_aside_damaged)  # fmt: skip
     except ResultsFolderError as exc:
-        raise FlagError("--out", str(out), str(exc)) from None
+        raise FlagError("--out", str(out), cli_text(exc)) from None
     if args.json:
         print(json.dumps(summary))
     else:
@@ -204,15 +208,24 @@ def _add_label(sub) -> None:
                        "problems that have a row in error (a judge or server failure); their new rows "
                        "replace the old ones")
     add_ray_arguments(label, "policy and judge")
+    label.add_argument("--set-aside-damaged", action="store_true",
+                       help="with --resume: move lines of labels.jsonl that are not whole rows to "
+                       "labels.jsonl.damaged (never deleted) and label their problems again")
     label.add_argument("--json", action="store_true", help="print summary.json")
     label.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     label.set_defaults(func=cmd_label)
 
 
-def _stepwise_rows(data: str) -> list[dict]:
-    """``--data``: a stepwise JSONL file, or ``hub:<dataset id>[:split]`` (needs ``datasets``)."""
+def _stepwise_rows(data: str, targets: str = "labels") -> list[dict]:
+    """``--data``: a stepwise JSONL file, or ``hub:<dataset id>[:split]`` (needs ``datasets``);
+    with ``--targets mc``, a ``label`` run's ``labels.jsonl`` whose soft MC values become the
+    training targets."""
     from prmsearch.prm.stepwise_train import read_stepwise
 
+    if targets == "mc":
+        with flag_context("--data", data, "--targets mc reads the labels.jsonl of a `prmsearch label "
+                          "--method mc` run (its folder's manifest.json beside it)"):
+            return mc_target_rows(Path(data))
     if not data.startswith("hub:"):
         fix = "give a stepwise JSONL file (prmsearch label writes stepwise.jsonl)"
         with flag_context("--data", data, fix):
@@ -224,6 +237,37 @@ def _stepwise_rows(data: str) -> list[dict]:
         table = datasets.load_dataset(name, split=split or "train")
         return [{"prompt": r["prompt"], "completions": list(r["completions"]), "labels": list(r["labels"])}
                 for r in table]
+
+
+def mc_target_rows(path: Path) -> list[dict]:
+    """Stepwise rows from a ``label`` run's ``labels.jsonl`` with soft targets: each step's MC value,
+    with the solution's own outcome counted as one more rollout from that prefix (it is one: the
+    policy's own continuation), so that a right solution's early steps are not all 0 when the few
+    fresh rollouts missed; the last step's target is the outcome itself. The hard labels stay for
+    evaluation. Rows that are not ``labelled`` are left out."""
+    from prmsearch.benchmarks.sweeps.results import ResultsFolderError
+    from prmsearch.prm.labelling import labels_folder
+
+    folder = labels_folder(path.parent)
+    if not path.is_file() or path.name != folder.results_name:
+        raise ValueError(f"{path} is not a labels.jsonl file")
+    try:
+        rollouts = folder.read_manifest()["config"]["label"]["rollouts"]
+        rows = list(folder.rows())
+    except (ResultsFolderError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path.parent} is not a readable label run ({exc})") from None
+    out = []
+    for row in rows:
+        values = row.get("mc_values")
+        if row.get("status") != "labelled" or not values:
+            continue
+        own = 1.0 if row["answer_correct"] else 0.0
+        soft = [(v * rollouts + own) / (rollouts + 1) for v in values[:-1]] + [own]
+        out.append({"prompt": row["prompt"], "completions": row["completions"], "labels": row["labels"],
+                    "targets": soft})
+    if not out:
+        raise ValueError(f"{path} holds no labelled rows with MC values (was it a --method mc run?)")
+    return out
 
 
 def cmd_train_prm(args: argparse.Namespace) -> int:
@@ -238,7 +282,7 @@ def cmd_train_prm(args: argparse.Namespace) -> int:
         "seed": args.seed, "log_every": args.log_every,
     }  # fmt: skip
     cfg = config_from_flags(StepwiseTrainConfig, values)
-    rows = _stepwise_rows(args.data)
+    rows = _stepwise_rows(args.data, args.targets)
     if args.base is None:
         from prmsearch.arith.models import default_policy_path
 
@@ -278,6 +322,10 @@ def _add_train_prm(sub) -> None:
         "read by --prm FOLDER --prm-family qwen-prm.",
     )
     train.add_argument("--data", required=True, help="stepwise JSONL file, or hub:<dataset id>[:split]")
+    train.add_argument("--targets", choices=("labels", "mc"), default="labels",
+                       help="labels: the rows' hard step labels (default); mc: --data is a `label --method "
+                       "mc` run's labels.jsonl and each step trains toward its soft MC value, the "
+                       "solution's own outcome counted as one more rollout")
     train.add_argument("--base", default=None, help="causal LM folder or Hub id (default: embedded policy)")
     train.add_argument("--out", required=True, help="folder for the trained PRM (new or empty)")
     train.add_argument("--steps", type=int, default=1000, help="optimiser steps (default: 1000)")

@@ -130,11 +130,15 @@ def _listing(items: list[str], limit: int = 12) -> str:
 def _graphml_tree(path: Path) -> dict[str, Any]:
     """Node-link data of a GraphML tree file (written by ``solve --tree FILE.graphml``)."""
     import json
+    from xml.etree.ElementTree import ParseError
 
     from prmsearch.tree_graph import _networkx
 
     nx = _networkx()
-    data = nx.node_link_data(nx.read_graphml(path, node_type=int), edges="edges")
+    try:
+        data = nx.node_link_data(nx.read_graphml(path, node_type=int), edges="edges")
+    except (ParseError, nx.NetworkXError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a GraphML tree ({exc})") from None
     for node in data["nodes"]:
         ids = node.get("token_ids")
         node["token_ids"] = [int(t) for t in ids.split()] if isinstance(ids, str) else []

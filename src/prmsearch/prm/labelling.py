@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ import numpy as np
 
 from prmsearch.answers import extract_boxed
 from prmsearch.api import Searcher
-from prmsearch.benchmarks.sweeps.results import ResultsFolder
+from prmsearch.benchmarks.sweeps.results import ResultsFolder, problem_digests, write_atomically
 from prmsearch.policies.base import GenerationRequest, Policy, SamplingParams
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
@@ -501,6 +500,7 @@ def run_labelling(
     retry_errors: bool = False,
     provenance: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    set_aside_damaged: bool = False,
 ) -> dict[str, Any]:
     """Label every problem, appending each chunk's rows as it finishes, then write
     ``stepwise.jsonl`` and ``summary.json``; returns the summary.
@@ -510,7 +510,9 @@ def run_labelling(
     the chunks are labelled by Ray actors that each call ``backends()`` once; this process stays
     the only writer. A killed run resumes where it stopped with ``resume=True`` (problems with
     rows are not labelled again); ``retry_errors`` also labels again every problem that has a
-    row in error (a judge that failed, a policy that timed out), replacing its rows."""
+    row in error (a judge that failed, a policy that timed out), replacing its rows;
+    ``set_aside_damaged`` moves damaged lines of ``labels.jsonl`` to its side file (their problems
+    are labelled again). The folder is locked against other processes while this runs."""
     if right is None:
         right = _default_grader()
     if runner is not None and backends is None:
@@ -526,7 +528,19 @@ def run_labelling(
         dupes = sorted(i for i, c in Counter(ids).items() if c > 1)[:5]
         raise ValueError(f"problem ids must be unique; repeated: {dupes}")
     folder = labels_folder(out)
-    folder.open({"label": cfg.to_dict(), "provenance": provenance or {}}, resume=resume)
+    digests = problem_digests((p.id, p.question, p.gold) for p in problems)
+    folder.open({"label": cfg.to_dict(), "provenance": provenance or {}}, resume=resume,
+                set_aside_damaged=set_aside_damaged, problems=digests)
+    try:
+        return _label_into(folder, cfg, problems, policy, judge, backends, right, runner, retry_errors,
+                           provenance, progress)
+    finally:
+        folder.close()
+
+
+def _label_into(folder: ResultsFolder, cfg: LabelConfig, problems: Sequence[LabelProblem], policy, judge,
+                backends, right, runner, retry_errors: bool, provenance, progress) -> dict[str, Any]:
+    """Label what the open ``folder`` lacks, then write the outputs (``run_labelling``'s body)."""
     if retry_errors:
         errored = {row["problem_id"] for row in folder.rows() if row.get("status") == "error"}
         folder.drop(lambda row: row["problem_id"] in errored)
@@ -556,17 +570,14 @@ def run_labelling(
 
 
 def write_outputs(folder: ResultsFolder, cfg: LabelConfig, problem_ids: set[str]) -> dict[str, Any]:
-    """``stepwise.jsonl`` (labelled solutions only, TRL layout) and ``summary.json`` from the rows."""
+    """``stepwise.jsonl`` (labelled solutions only, TRL layout) and ``summary.json`` from the rows,
+    each written whole (a temporary file renamed over the old one)."""
     rows = [row for row in folder.rows() if row["problem_id"] in problem_ids]
     labelled = [row for row in rows if row["status"] == "labelled"]
-    stepwise = folder.path / STEPWISE_FILE
-    temporary = stepwise.with_name(STEPWISE_FILE + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        for row in labelled:
-            handle.write(json.dumps({k: row[k] for k in ("prompt", "completions", "labels")}) + "\n")
-    os.replace(temporary, stepwise)
+    write_atomically(folder.path / STEPWISE_FILE, "".join(
+        json.dumps({k: row[k] for k in ("prompt", "completions", "labels")}) + "\n" for row in labelled))
     summary = summarize_labels(rows, cfg)
-    (folder.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    write_atomically(folder.path / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     return summary
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from prmsearch.benchmarks.prm_eval.prm_bias import first_error_of
 from prmsearch.benchmarks.prm_eval.processbench import first_error_report
+from prmsearch.text_lines import numbered_lines
 
 SEPARATOR = "<extra_0>"
 
@@ -128,22 +129,23 @@ def lr_at(step: int, *, lr: float, warmup: int, steps: int) -> float:
 
 def read_stepwise(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a stepwise JSONL file, each checked: prompt (str), completions and labels (lists of
-    one non-zero length; labels bools or 0/1)."""
+    one non-zero length; labels bools or 0/1), and optional ``targets`` (one float in [0, 1] per
+    step: soft training targets, the hard ``labels`` still used for evaluation)."""
     rows = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
-            if not _is_stepwise(row):
-                raise ValueError(
-                    f"{path}:{number}: a stepwise row needs prompt (a string), completions (a list of "
-                    "step strings) and labels (one bool per step, same length, not empty)"
-                )
-            rows.append(row)
+    for number, line, problem in numbered_lines(path):
+        if line is None:
+            raise ValueError(f"{path}:{number}: {problem}")
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
+        if not _is_stepwise(row):
+            raise ValueError(
+                f"{path}:{number}: a stepwise row needs prompt (a string), completions (a list of "
+                "step strings) and labels (one bool per step, same length, not empty); targets, "
+                "where given, one number in [0, 1] per step"
+            )
+        rows.append(row)
     if not rows:
         raise ValueError(f"{path} holds no stepwise rows")
     return rows
@@ -155,6 +157,10 @@ def _is_stepwise(row: Any) -> bool:
         return False
     completions, labels = row.get("completions"), row.get("labels")
     if not isinstance(completions, list) or not isinstance(labels, list):
+        return False
+    targets = row.get("targets", labels)
+    if not isinstance(targets, list) or len(targets) != len(labels) or not all(
+            isinstance(t, (bool, int, float)) and 0 <= t <= 1 for t in targets):
         return False
     return bool(completions) and len(completions) == len(labels) and \
         all(isinstance(c, str) for c in completions) and \
@@ -194,6 +200,7 @@ class _Encoded:
     positions: list[int]
     targets: list[float]
     first_error: int
+    labels: list[bool]
 
 
 def encode_rows(fmt: Any, rows: Iterable[dict[str, Any]], max_length: int) -> tuple[list[_Encoded], int]:
@@ -211,7 +218,8 @@ def encode_rows(fmt: Any, rows: Iterable[dict[str, Any]], max_length: int) -> tu
             skipped += 1
             continue
         first = first_error_of(labels)
-        out.append(_Encoded(list(encoded.ids), list(encoded.positions), [float(y) for y in labels], first))
+        targets = [float(t) for t in row.get("targets", labels)]  # soft where given, else the labels
+        out.append(_Encoded(list(encoded.ids), list(encoded.positions), targets, first, labels))
     return out, skipped
 
 
@@ -273,7 +281,7 @@ def _feature_loss(head: Any, features: Sequence[Any], examples: Sequence[_Encode
 
 def _report_of(examples: Sequence[_Encoded], scores: list[list[float]]) -> dict[str, Any]:
     """Step accuracy at 0.5 and the ProcessBench first-error F1 of per-step scores."""
-    steps = [(s >= 0.5) == bool(y) for e, row in zip(examples, scores) for s, y in zip(row, e.targets)]
+    steps = [(s >= 0.5) == y for e, row in zip(examples, scores) for s, y in zip(row, e.labels)]
     report = first_error_report([e.first_error for e in examples], scores)
     return {"rows": len(examples), "step_accuracy": float(np.mean(steps)) if steps else None,
             "first_error": report.to_dict()}  # fmt: skip

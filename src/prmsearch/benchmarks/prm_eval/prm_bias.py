@@ -30,6 +30,7 @@ from typing import Any
 from prmsearch.benchmarks.prm_eval.processbench import first_error_report
 from prmsearch.scorers.base import ScoreRequest
 from prmsearch.search.aggregation import Aggregation, aggregate_scores
+from prmsearch.text_lines import numbered_lines
 
 
 @dataclass(frozen=True)
@@ -56,24 +57,33 @@ def first_error_of(labels: Sequence[bool]) -> int:
     return next((i for i, right in enumerate(labels) if not right), -1)
 
 
+#: The fields ``read_labelled`` reads from every row (``labels`` may be empty: an unlabelled row).
+_LABEL_FIELDS = ("problem_id", "prompt", "completions", "answer_correct")
+
+
 def read_labelled(path: str | Path) -> list[LabelledCandidate]:
     """The labelled solutions of a ``prmsearch label`` run (``labels.jsonl``); rows without labels
     (unparsable, disagreeing, failed) are left out."""
     out = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    for number, line, problem in numbered_lines(path):
+        if line is None:
+            raise ValueError(f"{path}:{number}: {problem}")
+        try:
             row = json.loads(line)
-            if not isinstance(row, dict) or "problem_id" not in row or "completions" not in row:
-                raise ValueError(f"{path}:{number}: not a labels.jsonl row of prmsearch label "
-                                 "(needs problem_id, prompt, completions, labels, answer_correct)")
-            labels = row.get("labels")
-            if not labels:
-                continue
-            first = first_error_of(labels)
-            out.append(LabelledCandidate(str(row["problem_id"]), row["prompt"], tuple(row["completions"]),
-                                         first, bool(row["answer_correct"])))  # fmt: skip
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}); a label run "
+                             "killed mid-write leaves a torn last line: `prmsearch label --resume` repairs "
+                             "it") from None
+        missing = [k for k in _LABEL_FIELDS if k not in row] if isinstance(row, dict) else list(_LABEL_FIELDS)
+        if missing:
+            raise ValueError(f"{path}:{number}: not a labels.jsonl row of prmsearch label (it lacks "
+                             f"{', '.join(missing)}; rows need {', '.join(_LABEL_FIELDS)} and labels)")
+        labels = row.get("labels")
+        if not labels:
+            continue
+        first = first_error_of(labels)
+        out.append(LabelledCandidate(str(row["problem_id"]), row["prompt"], tuple(row["completions"]),
+                                     first, bool(row["answer_correct"])))  # fmt: skip
     if not out:
         raise ValueError(f"{path} holds no labelled solutions")
     return out

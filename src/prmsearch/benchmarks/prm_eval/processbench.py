@@ -35,6 +35,7 @@ import numpy as np
 
 from prmsearch.benchmarks.datasets import DatasetError, DatasetFormatError
 from prmsearch.scorers.base import Scorer, ScoreRequest, check_scores
+from prmsearch.text_lines import numbered_lines
 
 __all__ = [
     "DEFAULT_GRID_STEP",
@@ -239,25 +240,29 @@ def iter_json_rows(path: Path, errors: list[DatasetError], skip: bool) -> Iterat
         except json.JSONDecodeError as exc:
             record = DatasetError(str(path), exc.lineno, None, f"malformed JSON: {exc.msg}")
             raise DatasetFormatError(record) from None
+        except UnicodeDecodeError as exc:
+            record = DatasetError(str(path), None, None, f"not UTF-8 text (byte {exc.start} of the file)")
+            raise DatasetFormatError(record) from None
         if not isinstance(data, list):
             raise DatasetFormatError(
                 DatasetError(str(path), None, None, "a .json input must hold a list of rows (or use .jsonl)")
             )
         yield from enumerate(data, start=1)
         return
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                record = DatasetError(
-                    str(path), number, None, f"malformed JSON ({exc.msg}, column {exc.colno})"
-                )
-                if not skip:
-                    raise DatasetFormatError(record) from None
-                errors.append(record)
+    for number, line, problem in numbered_lines(path):
+        try:
+            if line is None:
+                raise ValueError(problem)
+            row = json.loads(line)
+        except ValueError as exc:  # not UTF-8, or not JSON
+            why = (f"malformed JSON ({exc.msg}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
+                   else str(exc))
+            record = DatasetError(str(path), number, None, why)
+            if not skip:
+                raise DatasetFormatError(record) from None
+            errors.append(record)
+            continue
+        yield number, row
 
 
 def _bad(source: str, line: int | None, name: str | None, message: str) -> DatasetFormatError:

@@ -12,28 +12,79 @@ with the winning rows only, into a temporary file that is fsynced and then renam
 ``results.jsonl`` (``os.replace``, atomic). A kill at any moment therefore leaves either the old
 file (with a superseded row that readers skip) or the compacted one: nothing is lost and nothing
 is counted twice; the next :meth:`~ResultsFolder.open` compacts what a killed run left.
+
+Damage: a line that is not a whole JSON row (a torn write in the middle of the file, a disk
+fault, a hand edit) is never guessed at or silently dropped. Reading names the file and line;
+``open(..., set_aside_damaged=True)`` (``--set-aside-damaged``) moves such lines, with their
+line numbers, to ``results.jsonl.damaged`` beside it and rewrites the file without them, so that
+their problems run again. A torn last line (a kill mid-write) goes to the same side file.
+
+One writer: :meth:`ResultsFolder.open` takes the folder's lock
+(:mod:`~prmsearch.benchmarks.sweeps.folder_lock`) until :meth:`ResultsFolder.close`; a second
+process is refused with the holder's PID. The manifest also records a digest of each problem
+(its question and gold answer, by id), so a resume after the dataset changed under the same path
+is refused, naming the problem, instead of reusing rows graded against the old golds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from prmsearch.benchmarks.sweeps import folder_lock
+from prmsearch.fixes import Arg, attach, literal
+
 RowKey = tuple[str, str, int, int]
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
+DAMAGED_SUFFIX = ".damaged"
 
 
 class ResultsFolderError(RuntimeError):
-    """The output folder cannot be used as asked (existing results, another configuration)."""
+    """The output folder cannot be used as asked (existing results, another configuration, a
+    damaged file, another process writing into it)."""
+
+
+class DamagedResultsError(ResultsFolderError):
+    """Lines of a results file are not whole rows; the message names the file and the lines, and
+    the fix (``set_aside_damaged=True``, ``--set-aside-damaged``) travels on the error."""
+
+    def __init__(self, path: Path, damaged: Sequence[tuple[int, str]]) -> None:
+        first, why = damaged[0]
+        more = f"; {len(damaged)} damaged lines in all (lines {_numbers(damaged)})" if damaged[1:] else ""
+        template = (f"{literal(path)} line {first} is damaged ({literal(why)}){literal(more)}. Resume with "
+                    f"{{}} to move the damaged lines to {literal(path.name + DAMAGED_SUFFIX)} (nothing is "
+                    "deleted) and run their problems again")
+        arg = Arg("set_aside_damaged", "True", python="resume=True, set_aside_damaged=True")
+        super().__init__(template.format(arg.spelled_for_python()))
+        attach(self, template, (arg,))
+        self.path, self.damaged = path, list(damaged)
+
+
+def _numbers(damaged: Sequence[tuple[int, str]]) -> str:
+    numbers = [str(n) for n, _ in damaged[:8]]
+    return ", ".join(numbers) + (", ..." if len(damaged) > 8 else "")
+
+
+def problem_digests(problems: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """A short sha256 of each problem's question and gold, by id: what a run reads of its
+    dataset, so that a resume notices an edited file (other golds) under an unchanged path, while
+    a resume over more problems (a larger ``--limit`` of ``label``) only adds digests."""
+    out = {}
+    for qid, question, gold in problems:
+        text = json.dumps([str(question), str(gold)], ensure_ascii=False)
+        out[str(qid)] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return out
 
 
 def row_key(row: ResultRow | Mapping[str, Any]) -> RowKey:
@@ -183,66 +234,212 @@ class ResultsFolder:
     def manifest_path(self) -> Path:
         return self.path / MANIFEST
 
-    def open(self, config: dict[str, Any], *, resume: bool) -> set[RowKey]:
-        """Prepare the folder for ``config`` and return the keys already done.
+    def open(self, config: dict[str, Any], *, resume: bool, set_aside_damaged: bool = False,
+             problems: Mapping[str, str] | None = None) -> set[RowKey]:
+        """Prepare the folder for ``config``, lock it for this process, and return the keys done.
 
         Without ``resume`` the folder must hold no results; with it, the recorded configuration
-        must equal ``config``.
+        must equal ``config``, and each problem digest recorded (:func:`problem_digests`) the one
+        given for that id (new ids are added; a folder written before digests existed takes them
+        on). Damaged lines are an
+        error naming them, unless ``set_aside_damaged`` moves them to the side file. The lock is
+        held until :meth:`close`.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock = folder_lock.acquire(self.path)
+        except folder_lock.FolderInUseError as exc:
+            raise ResultsFolderError(str(exc)) from None
+        except OSError as exc:
+            raise ResultsFolderError(f"cannot write into {self.path} ({exc.strerror or exc}); give a "
+                                     "folder this user can write to") from None
+        try:
+            return self._open_locked(config, resume, set_aside_damaged, dict(problems or {}))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the folder's lock (rows stay readable; a later :meth:`open` locks it again)."""
+        key = getattr(self, "_lock", None)
+        if key is not None:
+            self._lock = None
+            folder_lock.release(key)
+
+    def __enter__(self) -> ResultsFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open_locked(self, config: dict[str, Any], resume: bool, set_aside_damaged: bool,
+                     problems: dict[str, str]) -> set[RowKey]:
+        for path in (self.results_path, self.manifest_path):
+            if path.exists() and not path.is_file():  # a device or a folder would be read forever
+                raise ResultsFolderError(f"{path} is not a regular file; give a run folder that "
+                                         "prmsearch wrote, or a new --out folder")
         has_rows = self.results_path.exists() and self.results_path.stat().st_size > 0
+        manifest: dict[str, Any] | None = None
         if self.manifest_path.exists():
-            recorded = json.loads(self.manifest_path.read_text())
+            manifest = self.read_manifest()
+            recorded = manifest.get("config")
             if has_rows and not resume:
                 raise ResultsFolderError(
                     f"{self.path} already holds results; pass --resume to continue that run, "
                     "or choose a new --out folder"
                 )
-            if resume and recorded.get("config") != config:
-                diff = _differences(recorded.get("config", {}), config)
+            if resume and recorded != config:
+                diff = _differences(recorded if isinstance(recorded, dict) else {}, config)
                 raise ResultsFolderError(
                     f"{self.path} holds a run with another configuration ({diff}); resuming would "
                     "mix results. Use a new --out folder or the original settings."
                 )
+            if resume:
+                self._check_problems(manifest.get("problems") or {}, problems)
         elif has_rows:
             raise ResultsFolderError(f"{self.results_path} exists without {MANIFEST}; refusing to append")
-        if not self.manifest_path.exists() or not resume:
+        if manifest is None or not resume:
             manifest = {
                 "config": config,
                 "versions": package_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "command": sys.argv,
             }
-            self.manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        self._repair_torn_tail()
+            if problems:
+                manifest["problems"] = problems
+            self._write_manifest(manifest)
+        elif problems and not problems.keys() <= (manifest.get("problems") or {}).keys():
+            manifest["problems"] = {**(manifest.get("problems") or {}), **problems}
+            self._write_manifest(manifest)  # more problems, or an older folder without digests
+        self._set_aside_torn_tail()
+        damaged = self.damaged_lines()
+        if damaged and not set_aside_damaged:
+            raise DamagedResultsError(self.results_path, damaged)
+        if damaged:
+            self._set_aside([(number, line) for number, line, _ in self._parsed() if number in
+                             {n for n, _ in damaged}])
         self.compact()  # a run killed between a replacement and its compaction
         return {self.key(row) for row in self.rows()}
 
-    def _repair_torn_tail(self) -> None:
-        """Cut a partial last line (a run killed mid-write) so appends start on a fresh line."""
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest, or an error naming the file when it is not a JSON object."""
+        try:
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ResultsFolderError(
+                f"{self.manifest_path} is damaged ({exc}); it records the run's configuration, so the "
+                "rows cannot be trusted to resume: restore it, or start again in a new --out folder"
+            ) from None
+        if not isinstance(manifest, dict):
+            raise ResultsFolderError(f"{self.manifest_path} is damaged (not a JSON object); restore it, "
+                                     "or start again in a new --out folder")
+        return manifest
+
+    def _check_problems(self, recorded: Mapping[str, str], given: Mapping[str, str]) -> None:
+        changed = sorted(q for q in set(recorded) & set(given) if recorded[q] != given[q])
+        if changed:
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            raise ResultsFolderError(
+                f"{self.path} was run on other contents of its dataset: problem {changed[0]!r}{more} "
+                "changed since (its question or gold answer; an edited file under the same path). "
+                "Resuming would reuse rows graded against the old golds; use a new --out folder, or "
+                "restore the original file"
+            )
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        try:
+            write_atomically(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise ResultsFolderError(f"cannot write {self.manifest_path} ({exc.strerror or exc}); free space "
+                                     "or give a folder this user can write to") from None
+        _fsync_folder(self.path)
+
+    @property
+    def damaged_path(self) -> Path:
+        """The side file that damaged lines are moved to (never deleted)."""
+        return self.path / (self.results_name + DAMAGED_SUFFIX)
+
+    def _set_aside_torn_tail(self) -> None:
+        """Move a partial last line (a run killed mid-write) to the side file, so appends start on
+        a fresh line."""
         path = self.results_path
         if not path.exists():
             return
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
+            number = data.count(b"\n") + 1
+            self._record_damaged([(number, data[cut:].decode("utf-8", "replace"))], "a torn last line")
             with path.open("r+b") as handle:
                 handle.truncate(cut)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def _set_aside_torn_tail_quietly(self) -> None:
+        """After a failed write: cut what half-reached the file, if the disk lets us (the next
+        :meth:`open` does it otherwise)."""
+        with contextlib.suppress(OSError):
+            self._set_aside_torn_tail()
+
+    def _set_aside(self, lines: Sequence[tuple[int, str]]) -> None:
+        """Move the numbered ``lines`` to the side file and rewrite the results without them."""
+        self._record_damaged([(n, line.rstrip("\n")) for n, line in lines], "damaged")
+        gone = {n for n, _ in lines}
+        self._rewrite([line for number, line, _ in self._parsed() if number not in gone])
+
+    def _record_damaged(self, lines: Sequence[tuple[int, str]], why: str) -> None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self.damaged_path.open("a", encoding="utf-8") as handle:
+            for number, text in lines:
+                handle.write(json.dumps({"line": number, "why": why, "set_aside": when, "text": text}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def _lines(self) -> list[str]:
         """Every complete line of the results file (a torn last line is left out)."""
         if not self.results_path.exists():
             return []
-        with self.results_path.open(encoding="utf-8") as handle:
+        with self.results_path.open(encoding="utf-8", errors="surrogateescape") as handle:
             return [line for line in handle if line.endswith("\n")]
 
+    def _parsed(self) -> list[tuple[int, str, dict[str, Any] | str]]:
+        """(line number, line, row) of every complete non-blank line; where the line is not a
+        whole row, the row is the reason instead (a string)."""
+        out: list[tuple[int, str, dict[str, Any] | str]] = []
+        for number, line in enumerate(self._lines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
+                out.append((number, line, f"not JSON: {exc}"))
+                continue
+            if not isinstance(row, dict):
+                out.append((number, line, "not a JSON object"))
+                continue
+            try:
+                self.key(row)
+            except (KeyError, TypeError, ValueError) as exc:
+                out.append((number, line, f"a row without its key field {exc}"))
+                continue
+            out.append((number, line, row))
+        return out
+
+    def damaged_lines(self) -> list[tuple[int, str]]:
+        """(line number, why) of every complete line that is not a whole row."""
+        return [(number, row) for number, _, row in self._parsed() if isinstance(row, str)]
+
     def _winners(self) -> tuple[list[tuple[str, dict[str, Any]]], int]:
-        """(line, row) of each key's last row, in file order, and how many rows were superseded."""
-        lines = self._lines()
-        rows = [json.loads(line) for line in lines]
-        last = {self.key(row): index for index, row in enumerate(rows)}
+        """(line, row) of each key's last row, in file order, and how many rows were superseded;
+        a damaged line is an error naming it (:meth:`open` offers to set such lines aside)."""
+        parsed = self._parsed()
+        damaged = [(number, row) for number, _, row in parsed if isinstance(row, str)]
+        if damaged:
+            raise DamagedResultsError(self.results_path, damaged)
+        good = [(line, row) for _, line, row in parsed if isinstance(row, dict)]
+        last = {self.key(row): index for index, (_, row) in enumerate(good)}
         keep = sorted(last.values())
-        return [(lines[i], rows[i]) for i in keep], len(lines) - len(keep)
+        return [good[i] for i in keep], len(good) - len(keep)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every complete row in the results file, one per key: the last row written for a key
@@ -259,7 +456,8 @@ class ResultsFolder:
         """Remove every row for which ``predicate`` is true (atomically, as :meth:`compact`);
         returns how many were removed. Used to run again what a resume must redo, for example the
         problems of a labelling run that ended in an error."""
-        lines = self._lines()
+        self._winners()  # a damaged file is an error here too, never rewritten blind
+        lines = [line for _, line, _ in self._parsed()]
         keep = [line for line in lines if not predicate(json.loads(line))]
         if len(keep) != len(lines):
             self._rewrite(keep)
@@ -276,12 +474,7 @@ class ResultsFolder:
 
     def _rewrite(self, lines: Sequence[str]) -> None:
         """Replace the results file with ``lines``: a temporary file, fsynced, renamed over it."""
-        temporary = self.results_path.with_name(self.results_name + ".tmp")
-        with temporary.open("w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.results_path)
+        write_atomically(self.results_path, "".join(lines))
         _fsync_folder(self.path)
 
     def result_rows(self) -> Iterator[ResultRow]:
@@ -293,10 +486,29 @@ class ResultsFolder:
         """Append one row (a :class:`ResultRow` or a JSON-ready mapping) and force it to disk."""
         data = row.to_dict() if isinstance(row, ResultRow) else dict(row)
         line = json.dumps(data, allow_nan=False) + "\n"
-        with self.results_path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with self.results_path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            self._set_aside_torn_tail_quietly()
+            raise ResultsFolderError(
+                f"cannot write to {self.results_path} ({exc.strerror or exc}); the rows written before "
+                "are kept. Free space (or give the folder back its write permission), then resume with "
+                "--resume and the same flags"
+            ) from None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it and rename it over ``path``:
+    a reader (or a crash) sees the old file or the new one, never half of one."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8", errors="surrogateescape") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
 
 
 def _fsync_folder(path: Path) -> None:
@@ -313,7 +525,26 @@ def _fsync_folder(path: Path) -> None:
         os.close(handle)
 
 
-def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:
-    keys = sorted(set(old) | set(new))
-    changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
-    return "; ".join(changed[:4]) or "unknown difference"
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str:
+    """The settings that differ, as dotted paths (``label.samples: 4 -> 2``): nested mappings are
+    compared key by key, so a change names itself instead of a whole configuration."""
+    return "; ".join(_changed(old, new, prefix)[:4]) or "unknown difference"
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str) -> list[str]:
+    out: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out.extend(_changed(a, b, name + "."))
+        else:
+            out.append(f"{name}: {_short(a)} -> {_short(b)}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -31,7 +31,13 @@ from typing import Any
 from prmsearch.api import Searcher, resolve_policy, resolve_scorer
 from prmsearch.backend_errors import CONNECTION_KINDS, failure_kind
 from prmsearch.benchmarks.sweeps.config import SweepConfig
-from prmsearch.benchmarks.sweeps.results import ResultRow, ResultsFolder, RowKey
+from prmsearch.benchmarks.sweeps.results import (
+    ResultRow,
+    ResultsFolder,
+    ResultsFolderError,
+    RowKey,
+    problem_digests,
+)
 from prmsearch.benchmarks.sweeps.siblings import append_sibling_rows
 from prmsearch.benchmarks.sweeps.trees import TreesFolder
 from prmsearch.policies.base import Policy
@@ -194,6 +200,7 @@ def run_sweep(
     progress: bool = True,
     matcher=None,
     runner=None,
+    set_aside_damaged: bool = False,
 ) -> ResultsFolder:
     """Run every cell of ``config`` over ``problems``, appending rows to ``out/results.jsonl``.
 
@@ -202,7 +209,9 @@ def run_sweep(
     ``policy``/``scorer`` are used as given; otherwise ``backends()`` (default: from ``config``)
     builds them, only when something is left to run. ``runner`` (e.g.
     :class:`~prmsearch.benchmarks.sweeps.distributed.RayRunner`) runs the chunks elsewhere and hands
-    their rows back; this process stays the only writer of the folder.
+    their rows back; this process stays the only writer of the folder (it holds the folder's
+    lock until it returns). ``set_aside_damaged`` moves damaged lines of the results file to its
+    side file so that their problems run again (otherwise they are an error naming them).
 
     Raises :class:`ServerDownError` when ``config.max_consecutive_failures`` problems in a row
     failed with a connection-type error (the rows written so far are kept).
@@ -214,7 +223,23 @@ def run_sweep(
             "save_trees keeps the trees of searches run in this process; it cannot be used with a runner"
         )
     folder = ResultsFolder(Path(out))
-    done = folder.open(config.to_dict(), resume=resume)
+    digests = problem_digests((p.qid, p.question, p.gold) for p in problems)
+    done = folder.open(config.to_dict(), resume=resume, set_aside_damaged=set_aside_damaged,
+                       problems=digests)
+    try:
+        _fill(config, problems, folder, done, retry_errors, policy, scorer, backends, grade, matcher,
+              runner, progress)
+    finally:
+        try:
+            folder.compact()  # one row per key on disk, once the replacements are written
+        finally:
+            folder.close()  # the lock: another process may now resume this folder
+    return folder
+
+
+def _fill(config, problems, folder, done, retry_errors, policy, scorer, backends, grade, matcher, runner,
+          progress) -> None:
+    """Run what the open ``folder`` lacks (and what failed, with ``retry_errors``)."""
     if retry_errors:
         done -= folder.error_keys()  # run again; the new row supersedes the old one
     if grade is None:
@@ -230,16 +255,11 @@ def run_sweep(
         pending = [p for p in problems if (p.qid, strategy, budget, seed) not in done]
         if pending:
             todo.append((strategy, budget, seed, pending))
-    total = sum(len(p) for *_, p in todo)
-    try:
-        if total:
-            build = _backend_factory(config, policy, scorer, backends)
-            _run_todo(config, todo, folder, done, build, grade, matcher, runner, progress)
-        if config.share_bon_samples:
-            append_sibling_rows(folder, config, done, grade)
-    finally:
-        folder.compact()  # one row per key on disk, once the replacements are written
-    return folder
+    if sum(len(p) for *_, p in todo):
+        build = _backend_factory(config, policy, scorer, backends)
+        _run_todo(config, todo, folder, done, build, grade, matcher, runner, progress)
+    if config.share_bon_samples:
+        append_sibling_rows(folder, config, done, grade)
 
 
 def _backend_factory(config: SweepConfig, policy, scorer, backends) -> Callable[[], tuple[Policy, Scorer]]:
@@ -328,7 +348,7 @@ def chunk_rows(
     seeds = [problem_seed(seed, p.question) for p in chunk]
     try:
         searcher.run([p.question for p in chunk], seeds=seeds, on_result=write)
-    except ServerDownError:
+    except (ServerDownError, ResultsFolderError):  # a dead server, a disk that cannot take the row
         raise
     except Exception as exc:  # a failure the driver could not contain: record and go on
         message = f"sweep failed: {type(exc).__name__}: {exc}"
