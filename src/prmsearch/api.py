@@ -130,13 +130,22 @@ def reads_no_scores(strategies: Sequence[BoundStrategy], *named: object) -> bool
 
 
 def check_questions(questions: Sequence[str]) -> None:
-    """Refuse a question that is not a string or holds nothing but whitespace, by its index."""
+    """Refuse a question that is not a string, holds nothing but whitespace or is not text (a lone
+    surrogate, which no tokenizer encodes), by its index."""
     for index, question in enumerate(questions):
         if not isinstance(question, str):
             raise ValueError(f"question {index} must be a string, got {type(question).__name__}")
         if not question.strip():
             what = "empty" if not question else f"blank ({question!r:.40})"
             raise ValueError(f"question {index} is {what}; give the question text")
+        try:
+            question.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no tokenizer can encode it
+            raise ValueError(
+                f"question {index} holds a lone surrogate ({question[exc.start]!r} at character "
+                f"{exc.start}), which is not text; decode the input as UTF-8 (errors='replace' keeps "
+                "the rest of it)"
+            ) from None
 
 
 class Searcher:

@@ -47,6 +47,7 @@ def _files(tmp: Path) -> dict[str, Path]:
 CASES = [
     ("empty question", ["solve", ""], "QUESTION"),
     ("blank question", ["solve", "   \n\t"], "QUESTION"),
+    ("question not text", ["solve", "What is 2\udcff3?"], "lone surrogate"),
     ("budget zero", ["solve", "What is 2+3?", "--n", "0"], "--n"),
     ("budget of a billion", ["solve", "What is 2+3?", "--n", "1000000000"], "--max-budget 65536"),
     ("option budget of a billion", ["solve", "What is 2+3?", "--strategy", "best_of_n", "-o", "n=1000000000"],
@@ -99,3 +100,11 @@ def test_a_dataset_line_that_is_not_utf8_can_be_skipped(tmp_path, capsys):
     problems = load_dataset("jsonl", path=str(data), on_error="skip")
     assert len(problems) == 1 and [e.line for e in problems.errors] == [2]
     assert "not UTF-8" in problems.errors[0].message
+
+
+def test_the_python_api_refuses_a_lone_surrogate_by_name():
+    """``solve()`` raised UnicodeEncodeError deep in the tokenizer; now a ValueError that says what."""
+    from prmsearch import solve
+
+    with pytest.raises(ValueError, match="lone surrogate"):
+        solve("What is 2\ud800 + 3?", strategy="greedy")

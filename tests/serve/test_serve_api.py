@@ -182,6 +182,32 @@ def test_malformed_json_and_the_official_clients_errors(server, client):
     assert info.value.code == "context_length_exceeded"
 
 
+def test_absurd_budgets_and_hostile_json_are_400s_on_a_live_connection(server):
+    """The faults issue's 500s and its runaway request: a budget of a billion (it grew the server to
+    24 GB), a lone surrogate and 100,000-deep nesting are each a 400 naming the problem, and the
+    same keep-alive connection then answers the next request."""
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+    hostile = [
+        (json.dumps({"model": "best_of_n-4", "messages": user(QUESTION), "budget": 1_000_000_000}),
+         "cap of 256"),
+        ('{"model": "beam-4", "messages": [{"role": "user", "content": "\\ud800"}]}',
+         "lone UTF-16 surrogate"),
+        ('{"model": "beam-4", "messages": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (json.dumps({"model": "beam-4", "messages": user(QUESTION), "prmsearch": {"budget": 260}}),
+         "cap of 256"),
+    ]
+    with httpx.Client(base_url=server.url, headers=headers, timeout=120) as http:
+        for body, words in hostile:
+            reply = http.post("/chat/completions", content=body)
+            assert reply.status_code == 400, reply.text
+            assert words in reply.json()["error"]["message"]
+        good = json.dumps({"model": "beam-4", "messages": user(QUESTION)})
+        ok = http.post("/chat/completions", content=good)
+        assert ok.status_code == 200
+    assert "Traceback" not in server.log.read_text()
+    assert httpx.get(f"{server.base}/health").status_code == 200
+
+
 def test_the_key_is_required_and_never_echoed(server):
     body = {"model": "beam-4", "messages": [{"role": "user", "content": QUESTION}]}
     for key in (None, "wrong-key"):

@@ -20,8 +20,9 @@ from prmsearch.policies.base import POLICIES, SamplingParams
 from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
 
 
-def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags choosing one strategy and its options (``solve``)."""
+def add_strategy_arguments(parser: argparse.ArgumentParser, max_budget: int | None = None) -> None:
+    """Flags choosing one strategy and its options (``solve``, ``serve``), with the budget cap
+    (``max_budget``: its default, else :data:`DEFAULT_MAX_BUDGET`)."""
     parser.add_argument("--strategy", default="beam", help="strategy name (see `prmsearch strategies`)")
     parser.add_argument(
         "--n", type=int_at_least(1), default=None,
@@ -39,7 +40,7 @@ def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="run seed; each problem's seed derives from it and the question"
     )
-    add_max_budget_argument(parser)
+    add_max_budget_argument(parser, max_budget or DEFAULT_MAX_BUDGET)
 
 
 #: The largest budget a command runs unless ``--max-budget`` raises it: every generation's path is

@@ -8,7 +8,13 @@ import os
 import sys
 from pathlib import Path
 
-from prmsearch.cli.backends import add_backend_arguments, add_strategy_arguments, build_searcher, set_threads
+from prmsearch.cli.backends import (
+    add_backend_arguments,
+    add_strategy_arguments,
+    build_searcher,
+    check_budget,
+    set_threads,
+)
 from prmsearch.cli.errors import FlagError, csv_of, flag_context, int_at_least
 
 EPILOG = """\
@@ -31,12 +37,19 @@ def policy_id(args: argparse.Namespace) -> str:
     return Path(args.policy.rstrip("/")).name or args.policy
 
 
+#: ``serve``'s default cap on one request's budget: a shared server must not let one request's
+#: search (every path held in memory) starve the others or exhaust the machine.
+SERVE_MAX_BUDGET = 256
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from prmsearch.serve import ServeConfig, serve
     except ImportError as exc:
         raise FlagError("serve", "", f"needs the serve extra ({exc.name} is missing): "
                         "pip install 'prmsearch[serve]'") from exc
+    for budget in args.budgets:
+        check_budget("--budgets", budget, args.max_budget)
     with flag_context("--port", args.port):
         config = ServeConfig(
             host=args.host,
@@ -46,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             api_key_env=args.api_key_env,
             max_prompt_chars=args.max_prompt_chars,
             progress_every_s=args.progress_every,
+            max_budget=args.max_budget,
         )
     set_threads(args.threads)
     searcher = build_searcher(args)
@@ -65,7 +79,7 @@ def _add_serve(sub) -> None:
         "concurrent requests share the backends' batches.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_strategy_arguments(serve)
+    add_strategy_arguments(serve, max_budget=SERVE_MAX_BUDGET)
     add_backend_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")

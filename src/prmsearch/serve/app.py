@@ -185,9 +185,20 @@ async def _json_body(request: Request) -> Any:
     if not raw.strip():
         raise bad_request("the request body is empty; send a JSON object")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise bad_request("the request body is nested too deeply; send the OpenAI request object "
+                          "(a few levels of objects and arrays)") from None
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad_request(f"the request body holds a lone UTF-16 surrogate ({exc.object[exc.start]!r}), "
+                          "which is not text; send the text as UTF-8") from None
+    except RecursionError:
+        raise bad_request("the request body is nested too deeply; send the OpenAI request object") from None
+    return body
 
 
 def _dumps(body: dict[str, Any]) -> str:

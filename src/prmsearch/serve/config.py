@@ -22,6 +22,8 @@ class ServeConfig:
         max_choices: the most choices (``n``) one request may ask for.
         max_questions: the most prompts one ``/v1/completions`` request may carry.
         progress_every_s: seconds between progress comments in a streamed response.
+        max_budget: the largest budget (generations) one request may ask for; larger is refused
+            with 400 naming the cap, since every path of a search is held in memory.
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +35,7 @@ class ServeConfig:
     max_choices: int = 64
     max_questions: int = 64
     progress_every_s: float = 1.0
+    max_budget: int = 256
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -41,9 +44,12 @@ class ServeConfig:
             raise ValueError(f"budgets must be one or more ints >= 1, got {self.budgets!r}")
         if not isinstance(self.policy_id, str) or not self.policy_id.strip():
             raise ValueError(f"policy_id must be a non-empty model id, got {self.policy_id!r}")
-        for name in ("max_prompt_chars", "max_choices", "max_questions"):
+        for name in ("max_prompt_chars", "max_choices", "max_questions", "max_budget"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(self.max_budget, int) and max(self.budgets) > self.max_budget:
+            raise ValueError(f"budgets {self.budgets} go above max_budget {self.max_budget}; raise "
+                             "max_budget")
         if not self.progress_every_s > 0:
             raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s!r}")

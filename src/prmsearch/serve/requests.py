@@ -124,6 +124,12 @@ def _search_request(
     if choices < 1 or choices > config.max_choices:
         raise bad_request(f"'n' is {choices}; ask for 1 to {config.max_choices} choices", "n")
     budget = getattr(strategy.config, "n", None)
+    if isinstance(budget, int) and budget > config.max_budget:
+        raise bad_request(
+            f"budget {budget} is above this server's cap of {config.max_budget} generations per request "
+            "(its --max-budget); ask for a smaller budget",
+            "budget",
+        )
     if isinstance(budget, int) and choices > budget:
         raise bad_request(
             f"'n' asks for {choices} solutions but the search generates at most {budget} "
