@@ -1,0 +1,96 @@
+"""Take the questions out of a ``prmsearch label`` folder, or put them back from the dataset.
+
+A label run on GSM8K's train split holds each problem's question in every row (``prompt``).
+The project keeps such runs in ``results/`` so that a later session can train on them or resume
+them, but it never copies benchmark data into the repository. ``strip`` writes a copy of the
+folder whose rows carry ``prompt: null`` (everything else, the model's own steps and labels
+included, is kept); ``restore`` fills the questions back in from the dataset by problem id and
+checks each one against the digest the manifest recorded, where it has one.
+
+    python scripts/label_questions.py strip RUNS/labels results/real-models/labels
+    python scripts/label_questions.py restore results/real-models/labels RUNS/labels --dataset gsm8k --split train
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROWS = "labels.jsonl"
+KEEP = ("manifest.json", "summary.json")
+
+
+def strip(source: Path, target: Path) -> int:
+    """Copy ``source`` to ``target`` with every row's ``prompt`` set to null; returns the rows."""
+    target.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with (source / ROWS).open(encoding="utf-8") as read, (target / ROWS).open("w", encoding="utf-8") as write:
+        for line in read:
+            if not line.endswith("\n"):
+                break  # a torn last line (the run is still writing): left for its resume
+            row = json.loads(line)
+            row["prompt"] = None
+            write.write(json.dumps(row) + "\n")
+            rows += 1
+    for name in KEEP:
+        if (source / name).exists():
+            shutil.copy2(source / name, target / name)
+    return rows
+
+
+def restore(source: Path, target: Path, dataset: str, split: str | None) -> int:
+    """Copy ``source`` to ``target`` with each row's question read back from the dataset."""
+    from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.benchmarks.sweeps.results import problem_digests
+    from prmsearch.benchmarks.sweeps.sweep import sweep_problems
+
+    # the problems as `prmsearch label` read them (gold answers extracted the same way)
+    questions = {p.qid: (p.question, p.gold) for p in sweep_problems(load_dataset(dataset, split=split))}
+    manifest = json.loads((source / "manifest.json").read_text())
+    recorded = manifest.get("problems") or {}
+    target.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with (source / ROWS).open(encoding="utf-8") as read, (target / ROWS).open("w", encoding="utf-8") as write:
+        for number, line in enumerate(read, start=1):
+            row = json.loads(line)
+            qid = row["problem_id"]
+            if qid not in questions:
+                raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} is not in {dataset} {split or ''}")
+            question, gold = questions[qid]
+            digest = problem_digests([(qid, question, gold)])[qid]
+            if qid in recorded and recorded[qid] != digest:
+                raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} differs from the one labelled")
+            row["prompt"] = question
+            write.write(json.dumps(row) + "\n")
+            rows += 1
+    for name in KEEP:
+        if (source / name).exists():
+            shutil.copy2(source / name, target / name)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    out = sub.add_parser("strip", help="copy a label folder without its questions")
+    out.add_argument("source", type=Path)
+    out.add_argument("target", type=Path)
+    back = sub.add_parser("restore", help="copy a stripped label folder with its questions read back")
+    back.add_argument("source", type=Path)
+    back.add_argument("target", type=Path)
+    back.add_argument("--dataset", required=True)
+    back.add_argument("--split", default=None)
+    args = parser.parse_args(argv)
+    if args.command == "strip":
+        rows = strip(args.source, args.target)
+    else:
+        rows = restore(args.source, args.target, args.dataset, args.split)
+    print(f"{rows} rows: {args.target / ROWS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
