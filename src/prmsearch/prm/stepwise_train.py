@@ -181,12 +181,15 @@ def load_base(model: str | Path, cfg: StepwiseTrainConfig) -> tuple[Any, Any]:
         base = AutoModel.from_pretrained(str(model), dtype=torch.float32, **extra)
     if tokenizer.convert_tokens_to_ids(cfg.separator) in (None, tokenizer.unk_token_id) or \
             len(tokenizer.encode(cfg.separator, add_special_tokens=False)) != 1:
+        known = len(tokenizer)
         tokenizer.add_tokens([cfg.separator], special_tokens=True)
-        old = base.get_input_embeddings().weight.shape[0]
-        base.resize_token_embeddings(len(tokenizer))
+        # Qwen2's embedding matrix has spare rows past the tokenizer (151,936 for 151,665 tokens):
+        # the new token takes the next row, and the matrix only grows, never shrinks.
+        if len(tokenizer) > base.get_input_embeddings().weight.shape[0]:
+            base.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         with torch.no_grad():
             weight = base.get_input_embeddings().weight
-            weight[old:] = weight[:old].mean(dim=0, keepdim=True)
+            weight[known : len(tokenizer)] = weight[:known].mean(dim=0, keepdim=True)
     if not getattr(tokenizer, "chat_template", None):
         tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
     if tokenizer.pad_token_id is None:
