@@ -295,9 +295,10 @@ class SearchSession:
         """Submit one question and wait for its result."""
         return self.submit(question, **kwargs).result()
 
-    def close(self, wait: bool = True) -> None:
-        """Take no more questions; with ``wait``, return once the submitted ones have finished."""
-        self._session.close(wait)
+    def close(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Take no more questions; with ``wait``, return once the submitted ones have finished (or
+        after ``timeout`` seconds); True when nothing is left running."""
+        return self._session.close(wait, timeout)
 
 
 def solve(

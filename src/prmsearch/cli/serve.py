@@ -60,6 +60,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_prompt_chars=args.max_prompt_chars,
             progress_every_s=args.progress_every,
             max_budget=args.max_budget,
+            max_choices=args.max_n,
+            max_in_flight=args.max_in_flight,
+            request_timeout_s=args.request_timeout or None,
+            drain_timeout_s=args.drain_timeout,
         )
     set_threads(args.threads)
     searcher = build_searcher(args)
@@ -97,6 +101,17 @@ def _add_serve(sub) -> None:
     )
     serve.add_argument("--max-prompt-chars", type=int_at_least(1), default=32_000,
                        help="longest question accepted, in characters (default: 32000)")
+    serve.add_argument("--max-n", type=int_at_least(1), default=64,
+                       help="most choices (the request's n) one request may ask for (default: 64)")
+    serve.add_argument("--max-in-flight", type=int_at_least(1), default=64, metavar="N",
+                       help="most search requests answered at once; one more gets 429 with Retry-After "
+                       "(default: 64)")
+    serve.add_argument("--request-timeout", type=float, default=600.0, metavar="S",
+                       help="a request's deadline in seconds: past it, 504 and its work dropped (default: "
+                       "600; 0: none)")
+    serve.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                       help="on SIGTERM, seconds requests in flight get to finish before the server closes "
+                       "their connections and exits (default: 30)")
     serve.add_argument("--progress-every", type=float, default=1.0, metavar="S",
                        help="seconds between progress comments in a streamed answer (default: 1)")
     serve.add_argument("--schedule", choices=["auto", "rounds", "async"], default="auto",

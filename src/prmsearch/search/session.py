@@ -120,14 +120,17 @@ class DriverSession:
         if future.cancelled():
             self._events.put(("wake",))
 
-    def close(self, wait: bool = True) -> None:
-        """Take no more problems; with ``wait``, return once every submitted one has finished."""
+    def close(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Take no more problems; with ``wait``, return once every submitted one has finished, or
+        after ``timeout`` seconds (a server's drain). True when the session's thread has ended (the
+        thread is a daemon: a process that exits with it running does not wait for it)."""
         with self._lock:
             if self._open:
                 self._open = False
                 self._events.put(("close",))
         if wait and threading.current_thread() is not self._thread:
-            self._thread.join()
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _finish(self, job: Job) -> None:
         result: SearchResult = self.driver.result(job)

@@ -49,12 +49,13 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await asyncio.to_thread(service.close)
+        await asyncio.to_thread(service.close, config.drain_timeout_s)
 
     app = FastAPI(title="prmsearch", summary="PRM-guided test-time search behind the OpenAI API",
                   lifespan=lifespan)
     key = os.environ.get(config.api_key_env) or None
     started = int(time.time())
+    in_flight = {"requests": 0}  # search requests being answered (one event loop: no lock needed)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -82,7 +83,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return service.health()
+        return {**service.health(), "in_flight": in_flight["requests"]}
 
     def model_card(model_id: str) -> dict[str, Any]:
         route = catalog.resolve(model_id)
@@ -110,17 +111,39 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
     async def _answer(request: Request, search: SearchRequest, chat: bool) -> Any:
         for question in search.questions:
             service.check_fits(question, "messages" if chat else "prompt")
+        if in_flight["requests"] >= config.max_in_flight:
+            error = ApiError(429, f"this server is answering {config.max_in_flight} requests already (its "
+                             "--max-in-flight); retry after a moment", code="rate_limit_exceeded")
+            return JSONResponse(error.body(), status_code=429, headers={"Retry-After": "1"})
         if search.stream:
-            return StreamingResponse(_stream(search, chat), media_type="text/event-stream",
+            in_flight["requests"] += 1
+            return StreamingResponse(_counted(_stream(search, chat)), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        futures = _submit(search)
+        in_flight["requests"] += 1
         try:
-            results = await _wait(futures, request)
-        except ClientGone:
-            return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
+            futures = _submit(search)
+            try:
+                results = await _wait(futures, request)
+            except ClientGone:
+                return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
+            except TimeoutError:
+                error = ApiError(504, f"the search took longer than this server's deadline of "
+                                 f"{config.request_timeout_s:g} s a request (its --request-timeout); its "
+                                 "work was dropped. Ask for a smaller budget", code="timeout")
+                return JSONResponse(error.body(), status_code=504)
+        finally:
+            in_flight["requests"] -= 1
         if chat:
             return _json(chat_response(search, results[0]))
         return _json(completion_response(search, results))
+
+    async def _counted(stream: AsyncIterator[str]) -> AsyncIterator[str]:
+        """A streamed answer, counted in flight until its last chunk (or the client leaving)."""
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            in_flight["requests"] -= 1
 
     def _submit(search: SearchRequest) -> list[Future]:
         futures: list[Future] = []
@@ -137,11 +160,14 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
     async def _wait(futures: list[Future], request: Request) -> list[SearchResult]:
         """The results once all are done; cancels them all if the client goes away first."""
         waiting = {asyncio.wrap_future(f) for f in futures}
+        deadline = None if config.request_timeout_s is None else time.monotonic() + config.request_timeout_s
         try:
             while waiting:
                 _, waiting = await asyncio.wait(waiting, timeout=DISCONNECT_POLL_S)
                 if waiting and await request.is_disconnected():
                     raise ClientGone
+                if waiting and deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError
         finally:
             for future in futures:
                 future.cancel()  # no-op for the finished ones

@@ -24,6 +24,12 @@ class ServeConfig:
         progress_every_s: seconds between progress comments in a streamed response.
         max_budget: the largest budget (generations) one request may ask for; larger is refused
             with 400 naming the cap, since every path of a search is held in memory.
+        max_in_flight: the most search requests answered at once; one more gets 429 with
+            ``Retry-After``, so a burst from one client cannot queue the others behind it forever.
+        request_timeout_s: a request's deadline in seconds (None: none); past it the client gets
+            504 and the request's remaining work is dropped.
+        drain_timeout_s: on SIGTERM, seconds that requests in flight get to finish before their
+            connections are closed and the server exits.
     """
 
     host: str = "127.0.0.1"
@@ -36,6 +42,9 @@ class ServeConfig:
     max_questions: int = 64
     progress_every_s: float = 1.0
     max_budget: int = 256
+    max_in_flight: int = 64
+    request_timeout_s: float | None = 600.0
+    drain_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -44,12 +53,16 @@ class ServeConfig:
             raise ValueError(f"budgets must be one or more ints >= 1, got {self.budgets!r}")
         if not isinstance(self.policy_id, str) or not self.policy_id.strip():
             raise ValueError(f"policy_id must be a non-empty model id, got {self.policy_id!r}")
-        for name in ("max_prompt_chars", "max_choices", "max_questions", "max_budget"):
+        for name in ("max_prompt_chars", "max_choices", "max_questions", "max_budget", "max_in_flight"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if isinstance(self.max_budget, int) and max(self.budgets) > self.max_budget:
             raise ValueError(f"budgets {self.budgets} go above max_budget {self.max_budget}; raise "
                              "max_budget")
+        if self.request_timeout_s is not None and not self.request_timeout_s > 0:
+            raise ValueError(f"request_timeout_s must be > 0 or None, got {self.request_timeout_s!r}")
+        if not self.drain_timeout_s >= 0:
+            raise ValueError(f"drain_timeout_s must be >= 0, got {self.drain_timeout_s!r}")
         if not self.progress_every_s > 0:
             raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s!r}")

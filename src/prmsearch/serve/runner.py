@@ -30,7 +30,8 @@ def serve(searcher: Searcher, config: ServeConfig | None = None, log_level: str 
     app = build_app(service, catalog, config)
     try:
         uvicorn.run(app, host=config.host, port=config.port, log_level=log_level,
-                    access_log=log_level == "debug")
+                    access_log=log_level == "debug",
+                    timeout_graceful_shutdown=config.drain_timeout_s)  # SIGTERM: drain, then close
     finally:
         close_backends(searcher)
 

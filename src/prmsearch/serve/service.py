@@ -90,13 +90,15 @@ class SearchService:
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "pending": self.pending, "served": self.served, "failed": self.failed}
 
-    def close(self) -> None:
-        """Stop taking questions and let the running ones finish."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stop taking questions and let the running ones finish (for at most ``timeout`` seconds:
+        after a drain, what is still searching is the work of requests already answered or
+        dropped, and the process may exit without it)."""
         with self._lock:
             self._closed = True
             session, self._session = self._session, None
         if session is not None:
-            session.close(wait=True)
+            session.close(wait=True, timeout=timeout)
 
     def _open_session(self) -> SearchSession:
         with self._lock:
