@@ -9,7 +9,7 @@ from pathlib import Path
 from prmsearch.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import label_questions  # noqa: E402
+import label_questions
 
 
 def _rows(folder: Path) -> list[dict]:
