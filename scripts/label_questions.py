@@ -8,7 +8,8 @@ included, is kept); ``restore`` fills the questions back in from the dataset by 
 checks each one against the digest the manifest recorded, where it has one.
 
     python scripts/label_questions.py strip RUNS/labels results/real-models/labels
-    python scripts/label_questions.py restore results/real-models/labels RUNS/labels --dataset gsm8k --split train
+    python scripts/label_questions.py restore results/real-models/labels RUNS/labels \
+        --dataset gsm8k --split train
 """
 
 from __future__ import annotations
@@ -23,22 +24,26 @@ ROWS = "labels.jsonl"
 KEEP = ("manifest.json", "summary.json")
 
 
-def strip(source: Path, target: Path) -> int:
-    """Copy ``source`` to ``target`` with every row's ``prompt`` set to null; returns the rows."""
+def _copy(source: Path, target: Path, fill) -> int:
+    """Copy the label folder ``source`` to ``target``, each row passed through ``fill(number, row)``
+    (a torn last line, left by a run still writing, is left for that run's resume)."""
     target.mkdir(parents=True, exist_ok=True)
     rows = 0
     with (source / ROWS).open(encoding="utf-8") as read, (target / ROWS).open("w", encoding="utf-8") as write:
-        for line in read:
+        for number, line in enumerate(read, start=1):
             if not line.endswith("\n"):
-                break  # a torn last line (the run is still writing): left for its resume
-            row = json.loads(line)
-            row["prompt"] = None
-            write.write(json.dumps(row) + "\n")
+                break
+            write.write(json.dumps(fill(number, json.loads(line))) + "\n")
             rows += 1
     for name in KEEP:
         if (source / name).exists():
             shutil.copy2(source / name, target / name)
     return rows
+
+
+def strip(source: Path, target: Path) -> int:
+    """Copy ``source`` to ``target`` with every row's ``prompt`` set to null; returns the rows."""
+    return _copy(source, target, lambda number, row: {**row, "prompt": None})
 
 
 def restore(source: Path, target: Path, dataset: str, split: str | None) -> int:
@@ -49,27 +54,18 @@ def restore(source: Path, target: Path, dataset: str, split: str | None) -> int:
 
     # the problems as `prmsearch label` read them (gold answers extracted the same way)
     questions = {p.qid: (p.question, p.gold) for p in sweep_problems(load_dataset(dataset, split=split))}
-    manifest = json.loads((source / "manifest.json").read_text())
-    recorded = manifest.get("problems") or {}
-    target.mkdir(parents=True, exist_ok=True)
-    rows = 0
-    with (source / ROWS).open(encoding="utf-8") as read, (target / ROWS).open("w", encoding="utf-8") as write:
-        for number, line in enumerate(read, start=1):
-            row = json.loads(line)
-            qid = row["problem_id"]
-            if qid not in questions:
-                raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} is not in {dataset} {split or ''}")
-            question, gold = questions[qid]
-            digest = problem_digests([(qid, question, gold)])[qid]
-            if qid in recorded and recorded[qid] != digest:
-                raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} differs from the one labelled")
-            row["prompt"] = question
-            write.write(json.dumps(row) + "\n")
-            rows += 1
-    for name in KEEP:
-        if (source / name).exists():
-            shutil.copy2(source / name, target / name)
-    return rows
+    recorded = json.loads((source / "manifest.json").read_text()).get("problems") or {}
+
+    def fill(number: int, row: dict) -> dict:
+        qid = row["problem_id"]
+        if qid not in questions:
+            raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} is not in {dataset} {split or ''}")
+        question, gold = questions[qid]
+        if qid in recorded and recorded[qid] != problem_digests([(qid, question, gold)])[qid]:
+            raise SystemExit(f"{source / ROWS}:{number}: problem {qid!r} differs from the one labelled")
+        return {**row, "prompt": question}
+
+    return _copy(source, target, fill)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,10 @@ UTF-8 text`` and, where the reader allows it, skip that line and read on.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str | None, str | None]]:
@@ -25,3 +27,16 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str | None, str | No
                 continue
             if text.strip():
                 yield number, text, None
+
+
+def json_rows(path: str | Path, hint: str = "") -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line of a JSONL file; the first line that is
+    not UTF-8 or not JSON is a ValueError ``FILE:LINE: why`` (with ``hint``, the fix, appended)."""
+    tail = f"; {hint}" if hint else ""
+    for number, line, problem in numbered_lines(path):
+        if line is None:
+            raise ValueError(f"{path}:{number}: {problem}{tail}")
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}){tail}") from None

@@ -42,7 +42,7 @@ import numpy as np
 
 from prmsearch.benchmarks.prm_eval.prm_bias import first_error_of
 from prmsearch.benchmarks.prm_eval.processbench import first_error_report
-from prmsearch.text_lines import numbered_lines
+from prmsearch.text_lines import json_rows
 
 SEPARATOR = "<extra_0>"
 
@@ -132,13 +132,7 @@ def read_stepwise(path: str | Path) -> list[dict[str, Any]]:
     one non-zero length; labels bools or 0/1), and optional ``targets`` (one float in [0, 1] per
     step: soft training targets, the hard ``labels`` still used for evaluation)."""
     rows = []
-    for number, line, problem in numbered_lines(path):
-        if line is None:
-            raise ValueError(f"{path}:{number}: {problem}")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
+    for number, row in json_rows(path):
         if not _is_stepwise(row):
             raise ValueError(
                 f"{path}:{number}: a stepwise row needs prompt (a string), completions (a list of "

@@ -19,7 +19,6 @@ its final answer is right (what ``prmsearch label`` writes):
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from typing import Any
 from prmsearch.benchmarks.prm_eval.processbench import first_error_report
 from prmsearch.scorers.base import ScoreRequest
 from prmsearch.search.aggregation import Aggregation, aggregate_scores
-from prmsearch.text_lines import numbered_lines
+from prmsearch.text_lines import json_rows
 
 
 @dataclass(frozen=True)
@@ -65,15 +64,8 @@ def read_labelled(path: str | Path) -> list[LabelledCandidate]:
     """The labelled solutions of a ``prmsearch label`` run (``labels.jsonl``); rows without labels
     (unparsable, disagreeing, failed) are left out."""
     out = []
-    for number, line, problem in numbered_lines(path):
-        if line is None:
-            raise ValueError(f"{path}:{number}: {problem}")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno}); a label run "
-                             "killed mid-write leaves a torn last line: `prmsearch label --resume` repairs "
-                             "it") from None
+    hint = "a label run killed mid-write leaves a torn last line: `prmsearch label --resume` repairs it"
+    for number, row in json_rows(path, hint):
         missing = [k for k in _LABEL_FIELDS if k not in row] if isinstance(row, dict) else list(_LABEL_FIELDS)
         if missing:
             raise ValueError(f"{path}:{number}: not a labels.jsonl row of prmsearch label (it lacks "
