@@ -187,7 +187,7 @@ def test_mc_targets_from_a_label_run(tmp_path, capsys):
     """--targets mc reads a label run's labels.jsonl: each step's target is its MC value with the
     solution's own outcome as one more rollout, the last step the outcome; stepwise.jsonl (no MC
     values) is refused in one line."""
-    from prmsearch.cli.prm_kit import mc_target_rows
+    from prmsearch.prm.stepwise_train import mc_target_rows
 
     labels = tmp_path / "labels"
     assert main(["label", "--split", "train", "--limit", "6", "--samples", "2", "--rollouts", "2",

@@ -261,7 +261,7 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
     budget = args.n if "n" not in options else None
     cap = getattr(args, "max_budget", DEFAULT_MAX_BUDGET)
     check_budget("--n", args.n, cap)
-    check_budget("-o/--option", _budget_option(options.get("n")), cap)
+    check_budget("-o/--option", options.get("n"), cap)  # -o values arrive JSON-parsed
     flag = "-o/--option" if args.option else "--n"
     value = _option_text(dict(args.option)) if args.option else args.n
     with flag_context(flag, value, "change --n, or set the option with -o KEY=VALUE"):
@@ -270,14 +270,6 @@ def strategy_from_flags(args: argparse.Namespace) -> BoundStrategy:
         if budget is None:
             return as_strategy(args.strategy, options)
         return strategy_spec(args.strategy).at_budget(budget, **options)
-
-
-def _budget_option(value: object) -> object:
-    """``-o n=VALUE`` as an int where it reads as one (options arrive as parsed text)."""
-    try:
-        return int(value) if isinstance(value, (int, str)) else value
-    except ValueError:
-        return value
 
 
 def build_searcher(args: argparse.Namespace) -> Searcher:

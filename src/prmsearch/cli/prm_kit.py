@@ -220,7 +220,7 @@ def _stepwise_rows(data: str, targets: str = "labels") -> list[dict]:
     """``--data``: a stepwise JSONL file, or ``hub:<dataset id>[:split]`` (needs ``datasets``);
     with ``--targets mc``, a ``label`` run's ``labels.jsonl`` whose soft MC values become the
     training targets."""
-    from prmsearch.prm.stepwise_train import read_stepwise
+    from prmsearch.prm.stepwise_train import mc_target_rows, read_stepwise
 
     if targets == "mc":
         with flag_context("--data", data, "--targets mc reads the labels.jsonl of a `prmsearch label "
@@ -237,37 +237,6 @@ def _stepwise_rows(data: str, targets: str = "labels") -> list[dict]:
         table = datasets.load_dataset(name, split=split or "train")
         return [{"prompt": r["prompt"], "completions": list(r["completions"]), "labels": list(r["labels"])}
                 for r in table]
-
-
-def mc_target_rows(path: Path) -> list[dict]:
-    """Stepwise rows from a ``label`` run's ``labels.jsonl`` with soft targets: each step's MC value,
-    with the solution's own outcome counted as one more rollout from that prefix (it is one: the
-    policy's own continuation), so that a right solution's early steps are not all 0 when the few
-    fresh rollouts missed; the last step's target is the outcome itself. The hard labels stay for
-    evaluation. Rows that are not ``labelled`` are left out."""
-    from prmsearch.benchmarks.sweeps.results import ResultsFolderError
-    from prmsearch.prm.labelling import labels_folder
-
-    folder = labels_folder(path.parent)
-    if not path.is_file() or path.name != folder.results_name:
-        raise ValueError(f"{path} is not a labels.jsonl file")
-    try:
-        rollouts = folder.read_manifest()["config"]["label"]["rollouts"]
-        rows = list(folder.rows())
-    except (ResultsFolderError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path.parent} is not a readable label run ({exc})") from None
-    out = []
-    for row in rows:
-        values = row.get("mc_values")
-        if row.get("status") != "labelled" or not values:
-            continue
-        own = 1.0 if row["answer_correct"] else 0.0
-        soft = [(v * rollouts + own) / (rollouts + 1) for v in values[:-1]] + [own]
-        out.append({"prompt": row["prompt"], "completions": row["completions"], "labels": row["labels"],
-                    "targets": soft})
-    if not out:
-        raise ValueError(f"{path} holds no labelled rows with MC values (was it a --method mc run?)")
-    return out
 
 
 def cmd_train_prm(args: argparse.Namespace) -> int:

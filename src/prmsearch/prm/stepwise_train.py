@@ -42,6 +42,8 @@ import numpy as np
 
 from prmsearch.benchmarks.prm_eval.prm_bias import first_error_of
 from prmsearch.benchmarks.prm_eval.processbench import first_error_report
+from prmsearch.benchmarks.sweeps.results import ResultsFolderError
+from prmsearch.prm.labelling import labels_folder
 from prmsearch.text_lines import json_rows
 
 SEPARATOR = "<extra_0>"
@@ -143,6 +145,35 @@ def read_stepwise(path: str | Path) -> list[dict[str, Any]]:
     if not rows:
         raise ValueError(f"{path} holds no stepwise rows")
     return rows
+
+
+def mc_target_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Stepwise rows from a label run's ``labels.jsonl`` with soft targets: each step's MC value,
+    with the solution's own outcome counted as one more rollout from that prefix (it is one: the
+    policy's own continuation), so that a right solution's early steps are not all 0 when the few
+    fresh rollouts missed; the last step's target is the outcome itself. The hard labels stay for
+    evaluation. Rows that are not ``labelled`` are left out (``train-prm --targets mc``)."""
+    path = Path(path)
+    folder = labels_folder(path.parent)
+    if not path.is_file() or path.name != folder.results_name:
+        raise ValueError(f"{path} is not a labels.jsonl file")
+    try:
+        rollouts = folder.read_manifest()["config"]["label"]["rollouts"]
+        rows = list(folder.rows())
+    except (ResultsFolderError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path.parent} is not a readable label run ({exc})") from None
+    out = []
+    for row in rows:
+        values = row.get("mc_values")
+        if row.get("status") != "labelled" or not values:
+            continue
+        own = 1.0 if row["answer_correct"] else 0.0
+        soft = [(v * rollouts + own) / (rollouts + 1) for v in values[:-1]] + [own]
+        out.append({"prompt": row["prompt"], "completions": row["completions"], "labels": row["labels"],
+                    "targets": soft})
+    if not out:
+        raise ValueError(f"{path} holds no labelled rows with MC values (was it a --method mc run?)")
+    return out
 
 
 def _is_stepwise(row: Any) -> bool:

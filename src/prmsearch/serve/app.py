@@ -115,11 +115,10 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
             error = ApiError(429, f"this server is answering {config.max_in_flight} requests already (its "
                              "--max-in-flight); retry after a moment", code="rate_limit_exceeded")
             return JSONResponse(error.body(), status_code=429, headers={"Retry-After": "1"})
+        in_flight["requests"] += 1  # given back by _counted (a stream) or the finally below
         if search.stream:
-            in_flight["requests"] += 1
             return StreamingResponse(_counted(_stream(search, chat)), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        in_flight["requests"] += 1
         try:
             futures = _submit(search)
             try:

@@ -250,19 +250,18 @@ def iter_json_rows(path: Path, errors: list[DatasetError], skip: bool) -> Iterat
         yield from enumerate(data, start=1)
         return
     for number, line, problem in numbered_lines(path):
-        try:
-            if line is None:
-                raise ValueError(problem)
-            row = json.loads(line)
-        except ValueError as exc:  # not UTF-8, or not JSON
-            why = (f"malformed JSON ({exc.msg}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
-                   else str(exc))
-            record = DatasetError(str(path), number, None, why)
-            if not skip:
-                raise DatasetFormatError(record) from None
-            errors.append(record)
-            continue
-        yield number, row
+        if line is not None:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problem = f"malformed JSON ({exc.msg}, column {exc.colno})"
+            else:
+                yield number, row
+                continue
+        record = DatasetError(str(path), number, None, problem or "unreadable line")
+        if not skip:
+            raise DatasetFormatError(record) from None
+        errors.append(record)
 
 
 def _bad(source: str, line: int | None, name: str | None, message: str) -> DatasetFormatError:

@@ -126,9 +126,8 @@ class ResultsFolder:
         Without ``resume`` the folder must hold no results; with it, the recorded configuration
         must equal ``config``, and each problem digest recorded (:func:`problem_digests`) the one
         given for that id (new ids are added; a folder written before digests existed takes them
-        on). Damaged lines are an
-        error naming them, unless ``set_aside_damaged`` moves them to the side file. The lock is
-        held until :meth:`close`.
+        on). Damaged lines are an error naming them, unless ``set_aside_damaged`` moves them to the
+        side file. The lock is held until :meth:`close`.
         """
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -197,12 +196,12 @@ class ResultsFolder:
             manifest["problems"] = {**(manifest.get("problems") or {}), **problems}
             self._write_manifest(manifest)  # more problems, or an older folder without digests
         self._set_aside_torn_tail()
-        damaged = self.damaged_lines()
+        parsed = self._parsed()
+        damaged = self._damaged(parsed)
         if damaged and not set_aside_damaged:
             raise DamagedResultsError(self.results_path, damaged)
         if damaged:
-            self._set_aside([(number, line) for number, line, _ in self._parsed() if number in
-                             {n for n, _ in damaged}])
+            self._set_aside(parsed)
         self.compact()  # a run killed between a replacement and its compaction
         return {self.key(row) for row in self.rows()}
 
@@ -266,11 +265,12 @@ class ResultsFolder:
         with contextlib.suppress(OSError):
             self._set_aside_torn_tail()
 
-    def _set_aside(self, lines: Sequence[tuple[int, str]]) -> None:
-        """Move the numbered ``lines`` to the side file and rewrite the results without them."""
-        self._record_damaged([(n, line.rstrip("\n")) for n, line in lines], "damaged")
-        gone = {n for n, _ in lines}
-        self._rewrite([line for number, line, _ in self._parsed() if number not in gone])
+    def _set_aside(self, parsed: Sequence[tuple[int, str, dict[str, Any] | str]]) -> None:
+        """Move the damaged lines of ``parsed`` (:meth:`_parsed`) to the side file and rewrite the
+        results without them."""
+        self._record_damaged([(n, line.rstrip("\n")) for n, line, row in parsed if isinstance(row, str)],
+                             "damaged")
+        self._rewrite([line for _, line, row in parsed if isinstance(row, dict)])
 
     def _record_damaged(self, lines: Sequence[tuple[int, str]], why: str) -> None:
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -310,18 +310,23 @@ class ResultsFolder:
             out.append((number, line, row))
         return out
 
-    def damaged_lines(self) -> list[tuple[int, str]]:
-        """(line number, why) of every complete line that is not a whole row."""
-        return [(number, row) for number, _, row in self._parsed() if isinstance(row, str)]
+    @staticmethod
+    def _damaged(parsed: Sequence[tuple[int, str, dict[str, Any] | str]]) -> list[tuple[int, str]]:
+        """(line number, why) of every line of ``parsed`` that is not a whole row."""
+        return [(number, row) for number, _, row in parsed if isinstance(row, str)]
+
+    def _whole_rows(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """:meth:`_parsed` of a file without damage; a damaged line is an error naming it."""
+        parsed = self._parsed()
+        damaged = self._damaged(parsed)
+        if damaged:
+            raise DamagedResultsError(self.results_path, damaged)
+        return [(number, line, row) for number, line, row in parsed if isinstance(row, dict)]
 
     def _winners(self) -> tuple[list[tuple[str, dict[str, Any]]], int]:
         """(line, row) of each key's last row, in file order, and how many rows were superseded;
         a damaged line is an error naming it (:meth:`open` offers to set such lines aside)."""
-        parsed = self._parsed()
-        damaged = [(number, row) for number, _, row in parsed if isinstance(row, str)]
-        if damaged:
-            raise DamagedResultsError(self.results_path, damaged)
-        good = [(line, row) for _, line, row in parsed if isinstance(row, dict)]
+        good = [(line, row) for _, line, row in self._whole_rows()]
         last = {self.key(row): index for index, (_, row) in enumerate(good)}
         keep = sorted(last.values())
         return [good[i] for i in keep], len(good) - len(keep)
@@ -341,12 +346,11 @@ class ResultsFolder:
         """Remove every row for which ``predicate`` is true (atomically, as :meth:`compact`);
         returns how many were removed. Used to run again what a resume must redo, for example the
         problems of a labelling run that ended in an error."""
-        self._winners()  # a damaged file is an error here too, never rewritten blind
-        lines = [line for _, line, _ in self._parsed()]
-        keep = [line for line in lines if not predicate(json.loads(line))]
-        if len(keep) != len(lines):
+        parsed = self._whole_rows()  # a damaged file is an error here too, never rewritten blind
+        keep = [line for _, line, row in parsed if not predicate(row)]
+        if len(keep) != len(parsed):
             self._rewrite(keep)
-        return len(lines) - len(keep)
+        return len(parsed) - len(keep)
 
     def compact(self) -> int:
         """Rewrite the results file with one row per key (the last); returns how many superseded
