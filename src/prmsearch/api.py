@@ -172,6 +172,7 @@ class Searcher:
         stop_on_answer: bool = True,
         overlap: int = 1,
         schedule: str = "auto",
+        max_batch: int | None = None,
         seed: int = 0,
         matcher: AnswerMatcher | None = None,
         annotate: Callable[[str], str | None] | None = None,
@@ -187,6 +188,7 @@ class Searcher:
             stop_on_answer=stop_on_answer,
             overlap=overlap,
             schedule=schedule,
+            max_batch=max_batch,
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()

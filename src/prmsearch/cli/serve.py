@@ -41,6 +41,10 @@ def policy_id(args: argparse.Namespace) -> str:
 #: search (every path held in memory) starve the others or exhaust the machine.
 SERVE_MAX_BUDGET = 256
 
+#: ``serve``'s default bound on one backend call (samples or paths): requests take turns in
+#: calls of this size instead of queueing behind a large request's whole round.
+SERVE_MAX_BATCH = 256
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
@@ -67,7 +71,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     set_threads(args.threads)
     searcher = build_searcher(args)
-    searcher.config = dataclasses.replace(searcher.config, schedule=args.schedule)
+    searcher.config = dataclasses.replace(searcher.config, schedule=args.schedule,
+                                          max_batch=args.max_batch or None)
     keyed = "with a bearer key" if os.environ.get(config.api_key_env) else "without a key"
     budget = getattr(searcher.strategy.config, "n", "")
     print(f"prmsearch serve: http://{config.host}:{config.port}/v1 ({keyed}; strategy "
@@ -112,6 +117,10 @@ def _add_serve(sub) -> None:
     serve.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                        help="on SIGTERM, seconds requests in flight get to finish before the server closes "
                        "their connections and exits (default: 30)")
+    serve.add_argument("--max-batch", type=int_at_least(0), default=SERVE_MAX_BATCH, metavar="N",
+                       help="most samples in one policy call and paths in one PRM call; larger rounds go in "
+                       "pieces and requests take turns, so a small request never waits for a large one's "
+                       f"whole round (default: {SERVE_MAX_BATCH}; 0: no bound)")
     serve.add_argument("--progress-every", type=float, default=1.0, metavar="S",
                        help="seconds between progress comments in a streamed answer (default: 1)")
     serve.add_argument("--schedule", choices=["auto", "rounds", "async"], default="auto",

@@ -71,6 +71,12 @@ class RunConfig:
         overlap: start the problems in ``overlap`` groups that take turns, so that the PRM scores
             one group's new steps while the policy generates another's (1: one group; more than
             1 implies the async schedule for batching backends).
+        max_batch: most samples in one policy call and paths in one PRM call (None: a call takes
+            everything waiting). Larger rounds go in pieces and the problems waiting take turns
+            in each call, so a small problem never waits for a large one's whole round, and a
+            cancelled problem's pieces not yet sent are never computed (a server's fairness;
+            implies the async schedule). A request of more than ``max_batch // 4`` samples is cut
+            in pieces with seeds of their own, so its samples differ from an unbounded run's.
 
     Each problem's search stays the same for its seed under every schedule when the backends'
     samples do not depend on batch composition (the scripted and transformers backends, vLLM
@@ -83,6 +89,7 @@ class RunConfig:
     stop_on_answer: bool = True
     overlap: int = 1
     schedule: str = "auto"
+    max_batch: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampling, SamplingParams):
@@ -93,6 +100,10 @@ class RunConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.max_batch is not None and (
+            isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int) or self.max_batch < 1
+        ):
+            raise ValueError(f"max_batch must be an int >= 1 or None, got {self.max_batch!r}")
 
 
 
@@ -165,7 +176,7 @@ class Driver:
         """Whether a run of ``problems`` problems uses the asynchronous flow (see
         `RunConfig.schedule`) rather than lock-step rounds."""
         schedule = self.config.schedule
-        if schedule == "async" or self.overlap_groups(problems) > 1:
+        if schedule == "async" or self.overlap_groups(problems) > 1 or self.config.max_batch is not None:
             return True
         return schedule == "auto" and self.calls.parallel
 
@@ -186,7 +197,8 @@ class Driver:
         """Run ``jobs`` through the asynchronous flow (`run_flow`); with ``accepting`` it also
         takes problems joining mid-run from ``events`` until a ``("close",)`` event (a session)."""
         run_flow(jobs, finish, self.calls, self.writer, self.stats,
-                 groups=self.overlap_groups(len(jobs)), events=events, accepting=accepting)
+                 groups=self.overlap_groups(len(jobs)), events=events, accepting=accepting,
+                 max_batch=self.config.max_batch)
 
     def result(self, job: Job) -> SearchResult:
         """The `SearchResult` of a finished (or failed) job: its chosen path, answer, votes and

@@ -68,9 +68,15 @@ class Lane:
             future.add_done_callback(lambda done, items=items: self.events.put((self.kind, items, done)))
         return len(batches)
 
-    def finished(self, items: list) -> None:
-        """Count one finished call (called by the driver when it takes the call's event)."""
+    def drop(self, dropped: Callable[[Any], bool]) -> None:
+        """Leave out the waiting entries whose job ``dropped`` ends (a caller stopped waiting)."""
+        self.waiting = [entry for entry in self.waiting if not dropped(entry[0])]
+
+    def finished(self, items: list, results: Any) -> tuple[list, Any]:
+        """Count one finished call (called by the driver when it takes the call's event); the
+        entries it completed and their results (all of them, here: one call holds whole entries)."""
         self.in_flight -= 1
         self.items_in_flight -= len(items)
         if not self.in_flight:
             self.busy_s += time.perf_counter() - self.busy_since
+        return items, results

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.job import Job
 from prmsearch.search.lanes import Lane
+from prmsearch.search.shared_lanes import SharedLane, generation_pieces, merge_generations
 from prmsearch.search.results import RunStats
 from prmsearch.search.tree_writes import TreeWriter
 
@@ -36,8 +37,13 @@ def run_flow(
     groups: int = 1,
     events: queue.SimpleQueue | None = None,
     accepting: bool = False,
+    max_batch: int | None = None,
 ) -> None:
     """Run ``jobs`` through the flow until all have finished or failed.
+
+    With ``max_batch`` each backend call holds at most that many samples (policy) or paths (PRM),
+    and the problems waiting share each call in turns (`SharedLane`): a small problem never waits
+    for a large one's whole round.
 
     With a batching policy the problems start in ``groups`` groups, the next joining each time
     the policy has nothing in flight. With ``accepting`` the flow also takes ``("job", job)``
@@ -52,8 +58,17 @@ def run_flow(
                            thread_name_prefix="prmsearch-policy") as policy_pool,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmsearch-scorer") as scorer_pool,
     ):
-        generating = Lane("generated", calls.generate, events, policy_pool, parallel)
-        scoring = Lane("scored", calls.score, events, policy_pool if shared else scorer_pool, False)
+        score_pool = policy_pool if shared else scorer_pool
+        if max_batch is None:
+            generating = Lane("generated", calls.generate, events, policy_pool, parallel)
+            scoring = Lane("scored", calls.score, events, score_pool, False)
+        else:
+            generating = SharedLane("generated", calls.generate, events, policy_pool, parallel, max_batch,
+                                    pieces=lambda requests, size=max(1, max_batch // 4):
+                                    generation_pieces(requests, size),
+                                    units=lambda request: request.n, merge=merge_generations)
+            scoring = SharedLane("scored", calls.score, events, score_pool, False, max_batch,
+                                 pieces=lambda requests: list(enumerate(requests)), units=lambda _: 1)
         parked = [jobs[g::groups] for g in range(groups)] if jobs else []
 
         def dropped(job: Job) -> bool:
@@ -108,7 +123,7 @@ def run_flow(
                         advance(job)
                 if not (shared and scoring.in_flight):
                     if accepting:  # a session's callers may have cancelled waiting jobs
-                        generating.waiting = [e for e in generating.waiting if not dropped(e[0])]
+                        generating.drop(dropped)
                     stats.rounds += generating.pump()
                 if not (shared and generating.in_flight) and score_now(scoring, generating):
                     scoring.pump()
@@ -125,9 +140,9 @@ def run_flow(
                     pass
                 else:
                     lane = generating if kind == "generated" else scoring
-                    lane.finished(event[1])
+                    entries, results = lane.finished(event[1], event[2].result())
                     track_busy()
-                    (generated if lane is generating else scored)(event[1], event[2].result())
+                    (generated if lane is generating else scored)(entries, results)
         finally:
             if busy_since:
                 stats.backend_s += time.perf_counter() - busy_since.pop()
