@@ -68,7 +68,9 @@ class Split:
 
     __slots__ = ("chunks", "entry", "failed", "in_flight", "owners", "results", "waiting")
 
-    def __init__(self, entry: tuple, pieces: list[tuple[int, Any]], chunk: int, units: Callable[[Any], int]) -> None:
+    def __init__(
+        self, entry: tuple, pieces: list[tuple[int, Any]], chunk: int, units: Callable[[Any], int]
+    ) -> None:
         self.entry = entry
         self.chunks: list[list] = []
         self.owners: list[list[int]] = []
@@ -131,8 +133,7 @@ class SharedLane(Lane):
         return not self.waiting and not self.in_flight
 
     def put(self, item: Any) -> None:
-        job, what, requests = item
-        self.waiting.append(Split(item, self.pieces(requests), self.chunk, self.units))
+        self.waiting.append(Split(item, self.pieces(item[2]), self.chunk, self.units))
 
     def drop(self, dropped: Callable[[Any], bool]) -> None:
         """Leave out the chunks not sent yet of problems whose callers stopped waiting; a problem

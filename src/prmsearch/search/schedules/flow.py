@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.job import Job
 from prmsearch.search.lanes import Lane
-from prmsearch.search.shared_lanes import SharedLane, generation_pieces, merge_generations
 from prmsearch.search.results import RunStats
+from prmsearch.search.shared_lanes import SharedLane, generation_pieces, merge_generations
 from prmsearch.search.tree_writes import TreeWriter
 
 #: the PRM waits for this share of the problems on their way to it before it scores a batch
@@ -63,9 +63,9 @@ def run_flow(
             generating = Lane("generated", calls.generate, events, policy_pool, parallel)
             scoring = Lane("scored", calls.score, events, score_pool, False)
         else:
+            chunk = max(1, max_batch // 4)
             generating = SharedLane("generated", calls.generate, events, policy_pool, parallel, max_batch,
-                                    pieces=lambda requests, size=max(1, max_batch // 4):
-                                    generation_pieces(requests, size),
+                                    pieces=lambda requests: generation_pieces(requests, chunk),
                                     units=lambda request: request.n, merge=merge_generations)
             scoring = SharedLane("scored", calls.score, events, score_pool, False, max_batch,
                                  pieces=lambda requests: list(enumerate(requests)), units=lambda _: 1)
