@@ -58,6 +58,10 @@ class Lane:
             return 0
         batches = [[item] for item in self.waiting] if self.parallel else [self.waiting]
         self.waiting = []
+        return self._start(batches)
+
+    def _start(self, batches: list[list]) -> int:
+        """Send each batch as one call on the pool; its event is posted when it ends."""
         if not self.in_flight:
             self.busy_since = time.perf_counter()
         for items in batches:

@@ -13,7 +13,6 @@ what else is running.
 from __future__ import annotations
 
 import queue
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -66,7 +65,7 @@ class Split:
     belongs to (one piece each for scoring; several for a generation request cut in pieces).
     """
 
-    __slots__ = ("chunks", "entry", "failed", "in_flight", "owners", "results", "waiting")
+    __slots__ = ("chunks", "entry", "failed", "in_flight", "owners", "results", "waiting", "weights")
 
     def __init__(
         self, entry: tuple, pieces: list[tuple[int, Any]], chunk: int, units: Callable[[Any], int]
@@ -74,16 +73,16 @@ class Split:
         self.entry = entry
         self.chunks: list[list] = []
         self.owners: list[list[int]] = []
-        size = chunk + 1  # start a chunk at the first piece
+        self.weights: list[int] = []  # each chunk's samples or paths
         for owner, piece in pieces:
             weight = units(piece)
-            if size + weight > chunk:
+            if not self.weights or self.weights[-1] + weight > chunk:
                 self.chunks.append([])
                 self.owners.append([])
-                size = 0
+                self.weights.append(0)
             self.chunks[-1].append(piece)
             self.owners[-1].append(owner)
-            size += weight
+            self.weights[-1] += weight
         self.results: list[list | None] = [None] * len(self.chunks)
         self.waiting: deque[int] = deque(range(len(self.chunks)))
         self.in_flight = 0
@@ -111,14 +110,14 @@ class SharedLane(Lane):
     in turns, each problem's round cut in chunks of at most ``chunk`` (see the module's doc).
 
     Args:
-        pieces: an entry's requests as ``(request index, piece)`` pairs (`generation_pieces`, or
-            one piece per request).
+        pieces: an entry's requests and the chunk size as ``(request index, piece)`` pairs
+            (`generation_pieces`, or one piece per request).
         units: a piece's weight (its samples, or 1 per path).
         merge: joins one request's piece results (`merge_generations`; None: one piece each).
     """
 
     def __init__(self, kind: str, call: Callable[[list], Any], events: queue.SimpleQueue, pool: Executor,
-                 parallel: bool, size: int, pieces: Callable[[list], list[tuple[int, Any]]],
+                 parallel: bool, size: int, pieces: Callable[[list, int], list[tuple[int, Any]]],
                  units: Callable[[Any], int], merge: Callable[[list], Any] | None = None) -> None:
         super().__init__(kind, call, events, pool, parallel)
         if size < 1:
@@ -128,12 +127,8 @@ class SharedLane(Lane):
         self.pieces, self.units, self.merge = pieces, units, merge
         self.waiting: list[Split] = []  # problems with chunks not sent yet, least recently served first
 
-    @property
-    def idle(self) -> bool:
-        return not self.waiting and not self.in_flight
-
     def put(self, item: Any) -> None:
-        self.waiting.append(Split(item, self.pieces(item[2]), self.chunk, self.units))
+        self.waiting.append(Split(item, self.pieces(item[2], self.chunk), self.chunk, self.units))
 
     def drop(self, dropped: Callable[[Any], bool]) -> None:
         """Leave out the chunks not sent yet of problems whose callers stopped waiting; a problem
@@ -152,16 +147,7 @@ class SharedLane(Lane):
     def pump(self) -> int:
         if not self.waiting or (self.in_flight and not self.parallel):
             return 0
-        calls = self._parallel_calls() if self.parallel else [self._shared_call()]
-        if not self.in_flight:
-            self.busy_since = time.perf_counter()
-        for items in calls:
-            self.in_flight += 1
-            self.items_in_flight += len(items)
-            self.calls += 1
-            future = self.pool.submit(self.call, items)
-            future.add_done_callback(lambda done, items=items: self.events.put((self.kind, items, done)))
-        return len(calls)
+        return self._start(self._parallel_calls() if self.parallel else [self._shared_call()])
 
     def _item(self, split: Split, chunk_ids: list[int]) -> tuple:
         split.in_flight += len(chunk_ids)
@@ -187,7 +173,7 @@ class SharedLane(Lane):
             for position, split in enumerate(self.waiting):
                 if not split.waiting:
                     continue
-                weight = sum(self.units(p) for p in split.chunks[split.waiting[0]])
+                weight = split.weights[split.waiting[0]]
                 if weight > room and taken:
                     continue  # it does not fit beside what the call holds
                 taken.setdefault(position, []).append(split.waiting.popleft())

@@ -63,12 +63,11 @@ def run_flow(
             generating = Lane("generated", calls.generate, events, policy_pool, parallel)
             scoring = Lane("scored", calls.score, events, score_pool, False)
         else:
-            chunk = max(1, max_batch // 4)
             generating = SharedLane("generated", calls.generate, events, policy_pool, parallel, max_batch,
-                                    pieces=lambda requests: generation_pieces(requests, chunk),
-                                    units=lambda request: request.n, merge=merge_generations)
+                                    pieces=generation_pieces, units=lambda request: request.n,
+                                    merge=merge_generations)
             scoring = SharedLane("scored", calls.score, events, score_pool, False, max_batch,
-                                 pieces=lambda requests: list(enumerate(requests)), units=lambda _: 1)
+                                 pieces=lambda requests, _: list(enumerate(requests)), units=lambda _: 1)
         parked = [jobs[g::groups] for g in range(groups)] if jobs else []
 
         def dropped(job: Job) -> bool:
