@@ -168,3 +168,20 @@ def test_prm_label_study_smoke(tmp_path):
         assert oracle["steps"]["step"]["f1"] == 1.0  # the checker labels are the reference
         assert all(0.0 <= v <= 1.0 for r in report[split].values() for v in r["search"].values())
     assert "## Test, read once" in proc.stdout and (out / "report.md").is_file()
+
+
+def test_load_serve_small_run_reports_latency_and_head_of_line(tmp_path):
+    pytest.importorskip("fastapi")
+    out = tmp_path / "load.json"
+    proc = run_script("load_serve.py", "--clients", "6", "--requests", "12", "--large-budget", "256",
+                      "--json", str(out), "--", "--threads", "1", "--max-in-flight", "4", "--max-queued", "1",
+                      threads=False)
+    assert "| ok | errors | 429s honoured | p50 s | p90 s | p99 s | max s |" in proc.stdout
+    assert "head-of-line: beam-16 alone" in proc.stdout
+    figures = json.loads(out.read_text())
+    load = figures["load"]
+    assert load["ok"] == 12 and load["errors"] == 0
+    assert load["rate_limited"] > 0  # 6 clients, 4 places and 1 queue slot: some were told to wait
+    assert 0 < load["p50_s"] <= load["p99_s"] <= load["max_s"]
+    assert load["health_after"]["in_flight"] == 0 and load["health_after"]["queued"] == 0
+    assert figures["head_of_line"]["small_status"] == 200 and figures["head_of_line"]["large_status"] == 200

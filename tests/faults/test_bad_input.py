@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,26 @@ def test_the_python_api_refuses_a_lone_surrogate_by_name():
 
     with pytest.raises(ValueError, match="lone surrogate"):
         solve("What is 2\ud800 + 3?", strategy="greedy")
+
+
+def _solve_from_stdin(data: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prmsearch", "solve", "-", "--strategy", "greedy",
+                           "--threads", "1"], input=data, capture_output=True, timeout=300)
+
+
+def test_an_enormous_question_is_one_line_naming_the_context_not_a_traceback():
+    """A 1 MB question (on standard input: a shell argument holds about 128 KB) is refused by the
+    policy with its token count and the model's context, after nothing was generated."""
+    proc = _solve_from_stdin(("Add 1. " * 150_000).encode())
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "the prompt has 600003 tokens, the model context only 256" in err
+    assert "shorten the question" in err
+
+
+def test_a_question_on_stdin_is_solved_and_a_bad_one_named():
+    proc = _solve_from_stdin(b"Start with 12. Add 5. Multiply by 3. Subtract 4. What is the result?\n")
+    assert proc.returncode == 0 and "47" in proc.stdout.decode(), proc.stderr.decode()
+    proc = _solve_from_stdin(b"caf\xe9?")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "standard input is not UTF-8" in err and "Traceback" not in err

@@ -62,10 +62,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             policy_id=policy_id(args),
             api_key_env=args.api_key_env,
             max_prompt_chars=args.max_prompt_chars,
+            max_prompt_tokens=args.max_prompt_tokens,
             progress_every_s=args.progress_every,
             max_budget=args.max_budget,
             max_choices=args.max_n,
             max_in_flight=args.max_in_flight,
+            max_queued=args.max_queued,
             request_timeout_s=args.request_timeout or None,
             drain_timeout_s=args.drain_timeout,
         )
@@ -106,11 +108,16 @@ def _add_serve(sub) -> None:
     )
     serve.add_argument("--max-prompt-chars", type=int_at_least(1), default=32_000,
                        help="longest question accepted, in characters (default: 32000)")
+    serve.add_argument("--max-prompt-tokens", type=int_at_least(1), default=4096, metavar="N",
+                       help="most tokens in a question's prompt, counted with the policy's tokenizer where "
+                       "it has one (default: 4096)")
     serve.add_argument("--max-n", type=int_at_least(1), default=64,
                        help="most choices (the request's n) one request may ask for (default: 64)")
     serve.add_argument("--max-in-flight", type=int_at_least(1), default=64, metavar="N",
-                       help="most search requests answered at once; one more gets 429 with Retry-After "
-                       "(default: 64)")
+                       help="most search requests answered at once; more wait their turn (default: 64)")
+    serve.add_argument("--max-queued", type=int_at_least(0), default=256, metavar="N",
+                       help="most requests waiting for their turn; one more gets 429 with Retry-After "
+                       "(default: 256; 0: none wait)")
     serve.add_argument("--request-timeout", type=float, default=600.0, metavar="S",
                        help="a request's deadline in seconds: past it, 504 and its work dropped (default: "
                        "600; 0: none)")

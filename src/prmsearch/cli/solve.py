@@ -17,10 +17,24 @@ from prmsearch.cli.errors import FlagError, flag_context
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
 
+def read_question(question: str) -> str:
+    """QUESTION as given, or standard input's text for ``-`` (a question longer than a shell
+    argument can hold, about 128 KB, or one kept in a file)."""
+    if question != "-":
+        return question
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlagError("QUESTION", "-", f"standard input is not UTF-8 text ({exc.reason} at byte "
+                        f"{exc.start}); give the question as UTF-8") from None
+    return text.removesuffix("\n")
+
+
 def check_question(question: str) -> None:
     """Refuse an empty or blank QUESTION before any model loads."""
     if not question.strip():
-        raise FlagError("QUESTION", question, 'is empty or blank; give the question, e.g. "What is 2+3?"')
+        raise FlagError("QUESTION", question[:40],
+                        'is empty or blank; give the question, e.g. "What is 2+3?"')
 
 
 #: ``--tree`` given without a FILE: put the tree into the ``--json`` output.
@@ -79,6 +93,7 @@ def search_with_progress(searcher, question: str, every_s: float | None):
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    args.question = read_question(args.question)
     check_question(args.question)
     check_tree_flag(args)
     set_threads(args.threads)
@@ -124,7 +139,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 def _add_solve(sub) -> None:
     solve = sub.add_parser("solve", help="solve one question with search")
-    solve.add_argument("question", help="the question, in quotes")
+    solve.add_argument("question", help="the question, in quotes; - reads it from standard input")
     add_strategy_arguments(solve)
     add_backend_arguments(solve)
     solve.add_argument("--json", action="store_true", help="print one JSON object")

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from prmsearch.search.driver import SearchResult
 from prmsearch.seeding import problem_seed
+from prmsearch.serve.admission import Admission, QueueFull
 from prmsearch.serve.catalog import ModelCatalog
 from prmsearch.serve.config import ServeConfig
 from prmsearch.serve.errors import ApiError, bad_request
@@ -55,7 +56,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
                   lifespan=lifespan)
     key = os.environ.get(config.api_key_env) or None
     started = int(time.time())
-    in_flight = {"requests": 0}  # search requests being answered (one event loop: no lock needed)
+    admission = Admission(config.max_in_flight, config.max_queued)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -83,7 +84,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {**service.health(), "in_flight": in_flight["requests"]}
+        return {**service.health(), "in_flight": admission.in_flight, "queued": admission.queued}
 
     def model_card(model_id: str) -> dict[str, Any]:
         route = catalog.resolve(model_id)
@@ -110,31 +111,42 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
 
     async def _answer(request: Request, search: SearchRequest, chat: bool) -> Any:
         for question in search.questions:
-            service.check_fits(question, "messages" if chat else "prompt")
-        if in_flight["requests"] >= config.max_in_flight:
-            error = ApiError(429, f"this server is answering {config.max_in_flight} requests already (its "
-                             "--max-in-flight); retry after a moment", code="rate_limit_exceeded")
+            service.check_fits(question, "messages" if chat else "prompt", config.max_prompt_tokens)
+        deadline = None if config.request_timeout_s is None else time.monotonic() + config.request_timeout_s
+        try:
+            await admission.enter(request.is_disconnected, deadline, DISCONNECT_POLL_S)
+        except QueueFull:
+            error = ApiError(429, f"this server is answering {config.max_in_flight} requests and has "
+                             f"{config.max_queued} more waiting (its --max-in-flight and --max-queued); "
+                             "retry after a moment", code="rate_limit_exceeded")
             return JSONResponse(error.body(), status_code=429, headers={"Retry-After": "1"})
-        in_flight["requests"] += 1  # given back by _counted (a stream) or the finally below
+        except ConnectionAbortedError:
+            return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
+        except TimeoutError:
+            return _timed_out(" while it waited for its turn")
+        # the place is given back by _counted (a stream) or the finally below
         if search.stream:
             return StreamingResponse(_counted(_stream(search, chat)), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             futures = _submit(search)
             try:
-                results = await _wait(futures, request)
+                results = await _wait(futures, request, deadline)
             except ClientGone:
                 return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
             except TimeoutError:
-                error = ApiError(504, f"the search took longer than this server's deadline of "
-                                 f"{config.request_timeout_s:g} s a request (its --request-timeout); its "
-                                 "work was dropped. Ask for a smaller budget", code="timeout")
-                return JSONResponse(error.body(), status_code=504)
+                return _timed_out("; its work was dropped")
         finally:
-            in_flight["requests"] -= 1
+            admission.leave()
         if chat:
             return _json(chat_response(search, results[0]))
         return _json(completion_response(search, results))
+
+    def _timed_out(what: str) -> JSONResponse:
+        error = ApiError(504, f"the request took longer than this server's deadline of "
+                         f"{config.request_timeout_s:g} s a request (its --request-timeout){what}. Ask "
+                         "for a smaller budget", code="timeout")
+        return JSONResponse(error.body(), status_code=504)
 
     async def _counted(stream: AsyncIterator[str]) -> AsyncIterator[str]:
         """A streamed answer, counted in flight until its last chunk (or the client leaving)."""
@@ -142,7 +154,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
             async for chunk in stream:
                 yield chunk
         finally:
-            in_flight["requests"] -= 1
+            admission.leave()
 
     def _submit(search: SearchRequest) -> list[Future]:
         futures: list[Future] = []
@@ -156,10 +168,10 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
             raise
         return futures
 
-    async def _wait(futures: list[Future], request: Request) -> list[SearchResult]:
-        """The results once all are done; cancels them all if the client goes away first."""
+    async def _wait(futures: list[Future], request: Request, deadline: float | None) -> list[SearchResult]:
+        """The results once all are done; cancels them all if the client goes away first or the
+        monotonic ``deadline`` passes."""
         waiting = {asyncio.wrap_future(f) for f in futures}
-        deadline = None if config.request_timeout_s is None else time.monotonic() + config.request_timeout_s
         try:
             while waiting:
                 _, waiting = await asyncio.wait(waiting, timeout=DISCONNECT_POLL_S)

@@ -37,25 +37,34 @@ class SearchService:
         session = self._session
         return session.pending if session is not None else 0
 
-    def check_fits(self, question: str, param: str = "messages") -> None:
-        """Refuse a question that alone fills the policy's context (when the policy can tell)."""
+    def check_fits(self, question: str, param: str = "messages", max_tokens: int | None = None) -> None:
+        """Refuse a question whose prompt alone fills the policy's context, or has more than
+        ``max_tokens`` tokens (the server's cap), when the policy can count its tokens."""
         policy = self.searcher.policy
         context = getattr(policy, "context_tokens", None)
         prompt_ids = getattr(policy, "prompt_ids", None)
-        if not context or prompt_ids is None:
+        if prompt_ids is None or not (context or max_tokens):
             return
         try:  # the policy's own tokenizer lock where it has one (the search thread tokenizes too)
             with getattr(policy, "_tokenizer_lock", None) or contextlib.nullcontext():
                 length = len(prompt_ids(question, []))
         except Exception:  # a tokenizer busy elsewhere: the search itself reports a misfit
             return
-        if length >= context:
+        if context and length >= context:
             raise ApiError(
                 400,
                 f"This model's maximum context length is {context} tokens; the question's prompt has "
                 f"{length} tokens and leaves no room for a step: shorten the question",
                 param=param,
                 code="context_length_exceeded",
+            )
+        if max_tokens and length > max_tokens:
+            raise ApiError(
+                400,
+                f"the question's prompt has {length} tokens, above this server's cap of {max_tokens} "
+                "tokens a prompt (its --max-prompt-tokens): shorten the question",
+                param=param,
+                code="prompt_too_long",
             )
 
     def submit(self, question: str, strategy: BoundStrategy, seed: int | None) -> Future:

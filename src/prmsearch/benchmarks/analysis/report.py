@@ -252,8 +252,11 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
         right.plot(flops, acc, style, label=strategy)
     left.set_xscale("log", base=2)
     left.set_xlabel("budget n (generations)")
-    right.set_xscale("log")
-    right.set_xlabel("FLOPs per problem (policy + PRM)")
+    if any(run["flops"] > 0 for run in summary["runs"]):
+        right.set_xscale("log")  # a backend of unknown size counts no FLOPs: then a linear axis of zeros
+        right.set_xlabel("FLOPs per problem (policy + PRM)")
+    else:
+        right.set_xlabel("FLOPs per problem (unknown: the backends did not say their model sizes)")
     for ax in (left, right):
         ax.set_ylabel("accuracy (%)")
         ax.grid(alpha=0.3)

@@ -28,6 +28,12 @@ DEFAULT_STRATEGIES = (
 )
 
 
+#: Backend arguments of how a server is reached, not of what it answers: a resume may change them
+#: (a longer timeout for a slow server, another key), so the manifest leaves them out.
+CONNECTION_ARGS = frozenset({"timeout", "max_retries", "backoff", "backoff_max", "max_concurrency",
+                             "api_key_env"})
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """What a sweep runs; recorded in the manifest, so a resume must match it exactly.
@@ -190,6 +196,7 @@ class SweepConfig:
             if data[name] is None:  # likewise for the field names
                 del data[name]
         for name in ("policy_args", "prm_args"):
+            data[name] = {k: v for k, v in data[name].items() if k not in CONNECTION_ARGS}
             if not data[name]:  # and for the backends' arguments
                 del data[name]
         del data["max_consecutive_failures"]  # operational: a resume may change it
