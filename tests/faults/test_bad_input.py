@@ -37,6 +37,8 @@ def _files(tmp: Path) -> dict[str, Path]:
         "nul.jsonl": b'{"question": "What is 2+3?", "answer": "5"}\n\x00\x00\x00\n',
         "stepwise.jsonl": b'{"prompt": "q", "completions": ["a", "b"], "labels": [true]}\n',
         "stepwise-bytes.jsonl": b'{"prompt": "\xff", "completions": ["a"], "labels": [true]}\n',
+        "responses.jsonl": b'{"question": "q", "answer": "1", "responses": ["a \\\\boxed{1}"]}\n{"torn\n',
+        "responses-fields.jsonl": b'{"question": "q", "answer": "1", "samples": []}\n',
     }
     out = {}
     for name, data in files.items():
@@ -72,6 +74,9 @@ CASES = [
      "stepwise.jsonl:1"),
     ("train-prm bytes", ["train-prm", "--data", "{stepwise-bytes.jsonl}", "--out", "{tmp}/p2"], "not UTF-8"),
     ("aggregate missing file", ["aggregate", "{tmp}/no-such.jsonl"], "no-such.jsonl"),
+    ("aggregate torn line", ["aggregate", "{responses.jsonl}"], "responses.jsonl:2: malformed JSON"),
+    ("aggregate row lacking responses", ["aggregate", "{responses-fields.jsonl}"],
+     "responses-fields.jsonl:1: field 'responses'"),
 ]
 
 
