@@ -185,3 +185,30 @@ def test_load_serve_small_run_reports_latency_and_head_of_line(tmp_path):
     assert 0 < load["p50_s"] <= load["p99_s"] <= load["max_s"]
     assert load["health_after"]["in_flight"] == 0 and load["health_after"]["queued"] == 0
     assert figures["head_of_line"]["small_status"] == 200 and figures["head_of_line"]["large_status"] == 200
+
+
+def test_export_samples_gives_aggregate_rows_of_a_saved_bench(tmp_path):
+    from prmsearch.cli import main
+
+    run = tmp_path / "run"
+    assert main(["bench", "--strategies", "best_of_n", "--budgets", "4", "--limit", "3", "--save-trees",
+                 "--out", str(run), "--no-progress", "--threads", "1"]) == 0
+    samples, stripped, restored = tmp_path / "s.jsonl", tmp_path / "stripped.jsonl", tmp_path / "r.jsonl"
+    run_script("export_samples.py", "export", str(run), str(samples), "--budget", "4", threads=False)
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    results = {r["qid"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    assert [r["id"] for r in rows] == list(results)
+    for row in rows:
+        assert len(row["responses"]) == 4 and len(row["scores"]) == 4
+        assert row["answer"] == results[row["id"]]["gold"] and row["question"]
+        for response, scores in zip(row["responses"], row["scores"], strict=True):
+            assert len(response.split("\n\n")) == len(scores)
+        # the run picked by the last step's score: the same pick from the exported scores
+        best = max(range(4), key=lambda k: row["scores"][k][-1])
+        assert results[row["id"]]["steps"] == row["responses"][best].split("\n\n")
+    run_script("export_samples.py", "export", str(run), str(stripped), "--budget", "4", "--strip",
+               threads=False)
+    assert all(json.loads(line)["question"] is None for line in stripped.read_text().splitlines())
+    run_script("export_samples.py", "restore", str(stripped), str(restored), "--dataset", "arith",
+               "--split", "test", threads=False)
+    assert restored.read_text() == samples.read_text()

@@ -217,3 +217,21 @@ def test_cli_aggregate_bad_input_exits_2(main, tmp_path, capsys):
     assert main(["aggregate", str(path)]) == 2
     assert "rows.jsonl:1: field 'answer'" in capsys.readouterr().err
     assert main(["aggregate", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_cli_rescore_replaces_the_rows_own_scores(main, tmp_path, capsys, monkeypatch):
+    """--rescore: the same samples picked by another scorer (the rows' scores are ignored)."""
+    monkeypatch.setitem(
+        SCORERS._entries, "test-const", Entry("test-const", lambda: ScriptedScorer({}, default=0.7))
+    )
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(HAND_ROW) + "\n")
+    scored = tmp_path / "scored.jsonl"
+    assert main(["aggregate", str(path), "--ns", "6", "--rescore", "--prm", "test-const",
+                 "--write-scores", str(scored), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert json.loads(scored.read_text())["scores"][0] == [0.7, 0.7]  # not the row's [0.9, 0.8]
+    # every response scores 0.7: argmax takes the first answered one (right), weighted = majority (wrong)
+    assert _cells(report)[("weighted", "min", 6)] == 0.0
+    assert main(["aggregate", str(path), "--rescore"]) == 2
+    assert "--rescore: needs --prm" in capsys.readouterr().err

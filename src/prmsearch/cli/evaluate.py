@@ -11,11 +11,14 @@ when it ran, 2 on bad input (the reason on stderr).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from prmsearch.cli.errors import FlagError, option_type
 
 __all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "csv_of", "fail", "input_errors",
            "register_commands"]
@@ -89,8 +92,15 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             skip_bad_rows=args.skip_bad_rows,
         )
         rows, errors = load_aggregate_rows(args.input, skip_bad_rows=config.skip_bad_rows)
+        if args.rescore:
+            if not args.prm:
+                raise FlagError("--rescore", None, "needs --prm (the scorer that scores every response anew)")
+            rows = [dataclasses.replace(row, scores=None) for row in rows]
         needs_prm = any(row.scores is None for row in rows)
-        scorer = resolve_scorer(args.prm, args.prm_family) if needs_prm and args.prm else None
+        scorer = None
+        if needs_prm and args.prm:
+            scorer = (resolve_scorer(args.prm, args.prm_family, **dict(args.prm_arg)) if args.prm_arg
+                      else resolve_scorer(args.prm, args.prm_family))
         report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors)
     except input_errors() as exc:
         return fail("aggregate", exc)
@@ -128,6 +138,15 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--prm", default=None, help="scorer name or PRM model path, for rows without scores")
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    parser.add_argument(
+        "--prm-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
+        metavar="KEY=VALUE", help="a keyword argument of the scorer, e.g. dtype=float32 (repeatable)",
+    )
+    parser.add_argument(
+        "--rescore", action="store_true",
+        help="ignore the rows' own scores and score every response with --prm: verifiers compared on "
+        "the same samples (scripts/export_samples.py writes a benchmark's samples as rows)",
+    )
     parser.add_argument(
         "--delimiter", default="\n\n", help="step delimiter for PRM scoring (default: blank line)"
     )
