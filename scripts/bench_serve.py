@@ -55,6 +55,15 @@ def start_server(port: int, serve_flags: list[str]) -> subprocess.Popen:
     raise SystemExit("prmsearch serve did not start in 180 s")
 
 
+def stop_server(server: subprocess.Popen, grace_s: float = 60.0) -> None:
+    """SIGTERM (the server drains), then SIGKILL if it is still up after ``grace_s`` seconds."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def run_mode(
     client: openai.OpenAI, model: str, questions: list[str], clients: int
 ) -> tuple[float, list[str]]:
@@ -136,11 +145,7 @@ def main() -> None:
         if not same:
             raise SystemExit("concurrent requests changed an answer")
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
 
 
 if __name__ == "__main__":

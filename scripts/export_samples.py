@@ -23,6 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+from label_questions import add_restore_parser
+
 DELIMITER = "\n\n"
 
 
@@ -106,17 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument("--budget", type=int, required=True)
     out.add_argument("--seed", type=int, default=0)
     out.add_argument("--strip", action="store_true", help="write question: null")
-    back = sub.add_parser("restore", help="stripped rows with their questions read back")
-    back.add_argument("source", type=Path)
-    back.add_argument("out", type=Path)
-    back.add_argument("--dataset", required=True)
-    back.add_argument("--split", default=None)
+    add_restore_parser(sub, "stripped rows with their questions read back")
     args = parser.parse_args(argv)
     if args.command == "export":
         rows = export(args.run, args.out, args.strategy, args.budget, args.seed, args.strip)
     else:
-        rows = restore(args.source, args.out, args.dataset, args.split)
-    print(f"{rows} rows: {args.out}", file=sys.stderr)
+        rows = restore(args.source, args.target, args.dataset, args.split)
+    print(f"{rows} rows: {args.out if args.command == 'export' else args.target}", file=sys.stderr)
     return 0 if rows else 1
 
 

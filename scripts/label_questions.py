@@ -68,17 +68,22 @@ def restore(source: Path, target: Path, dataset: str, split: str | None) -> int:
     return _copy(source, target, fill)
 
 
+def add_restore_parser(sub, help_text: str) -> None:
+    """The ``restore SOURCE TARGET --dataset NAME [--split SPLIT]`` subcommand's arguments."""
+    back = sub.add_parser("restore", help=help_text)
+    back.add_argument("source", type=Path)
+    back.add_argument("target", type=Path)
+    back.add_argument("--dataset", required=True)
+    back.add_argument("--split", default=None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     out = sub.add_parser("strip", help="copy a label folder without its questions")
     out.add_argument("source", type=Path)
     out.add_argument("target", type=Path)
-    back = sub.add_parser("restore", help="copy a stripped label folder with its questions read back")
-    back.add_argument("source", type=Path)
-    back.add_argument("target", type=Path)
-    back.add_argument("--dataset", required=True)
-    back.add_argument("--split", default=None)
+    add_restore_parser(sub, "copy a stripped label folder with its questions read back")
     args = parser.parse_args(argv)
     if args.command == "strip":
         rows = strip(args.source, args.target)

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +28,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_serve import free_port, start_server
+from bench_serve import free_port, start_server, stop_server
 
 from prmsearch.arith.problems import load_split
 
@@ -124,11 +122,7 @@ def main() -> int:
         if args.large_budget:
             figures["head_of_line"] = asyncio.run(head_of_line(base, questions[0], args.large_budget))
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
     report(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
