@@ -97,10 +97,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
                 raise FlagError("--rescore", None, "needs --prm (the scorer that scores every response anew)")
             rows = [dataclasses.replace(row, scores=None) for row in rows]
         needs_prm = any(row.scores is None for row in rows)
-        scorer = None
-        if needs_prm and args.prm:
-            scorer = (resolve_scorer(args.prm, args.prm_family, **dict(args.prm_arg)) if args.prm_arg
-                      else resolve_scorer(args.prm, args.prm_family))
+        wanted = needs_prm and args.prm
+        scorer = resolve_scorer(args.prm, args.prm_family, **dict(args.prm_arg)) if wanted else None
         report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors)
     except input_errors() as exc:
         return fail("aggregate", exc)

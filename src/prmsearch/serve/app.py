@@ -121,7 +121,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
                              "retry after a moment", code="rate_limit_exceeded")
             return JSONResponse(error.body(), status_code=429, headers={"Retry-After": "1"})
         except ConnectionAbortedError:
-            return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
+            return _client_gone()
         except TimeoutError:
             return _timed_out(" while it waited for its turn")
         # the place is given back by _counted (a stream) or the finally below
@@ -133,7 +133,7 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
             try:
                 results = await _wait(futures, request, deadline)
             except ClientGone:
-                return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
+                return _client_gone()
             except TimeoutError:
                 return _timed_out("; its work was dropped")
         finally:
@@ -141,6 +141,9 @@ def build_app(service: SearchService, catalog: ModelCatalog, config: ServeConfig
         if chat:
             return _json(chat_response(search, results[0]))
         return _json(completion_response(search, results))
+
+    def _client_gone() -> JSONResponse:
+        return JSONResponse({"error": {"message": "client closed the request"}}, status_code=499)
 
     def _timed_out(what: str) -> JSONResponse:
         error = ApiError(504, f"the request took longer than this server's deadline of "
