@@ -242,3 +242,36 @@ def test_verifier_refuses_a_verdict_word_that_is_not_one_token(policy_dir):
     with pytest.raises(ValueError, match=r"verifier: the turn template must contain \{step\}"):
         HFPRMScorer(policy_dir, "verifier", device="cpu",
                     format_options={"good": "Y", "bad": "N", "turn": "?"})
+
+
+def test_auto_layout_packs_causal_models_on_a_cpu(scorers, family):
+    cached, _ = scorers
+    assert cached.packed is cached.causal
+
+
+def test_packed_equals_padded_with_and_without_prefixes(family, family_dir, scorers):
+    """Packed forwards (one row, each sequence attending to itself) give the padded scores and
+    token counts, on fresh inputs and on children of cached prefixes."""
+    cached, _ = scorers
+    if not cached.packed:
+        pytest.skip("this model is not packed")
+    padded = make_scorer_for(family, family_dir, layout="padded")
+    packed = make_scorer_for(family, family_dir, layout="packed")
+    for scorer in (padded, packed):
+        assert scorer.packed is (scorer is packed)
+    kids = [ScoreRequest(p.question, (*p.steps, "and one more step")) for p in PATHS]
+    for batch in (PATHS, kids, PATHS + kids):
+        want, got = padded.score(batch), packed.score(batch)
+        for w, g in zip(want, got):
+            np.testing.assert_allclose(g.scores, w.scores, atol=1e-5)
+            assert (g.tokens_computed, g.tokens_cached) == (w.tokens_computed, w.tokens_cached)
+    assert any(g.tokens_cached > 0 for g in packed.score([ScoreRequest(
+        PATHS[2].question, (*PATHS[2].steps, "last"))]))
+
+
+def test_packed_layout_needs_a_causal_decoder(token_cls_dir):
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    with pytest.raises(ValueError, match="layout must be one of"):
+        HFPRMScorer(token_cls_dir, "token-cls", device="cpu", layout="varlen",
+                    format_options={"separator": "<sep>"})

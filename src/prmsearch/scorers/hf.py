@@ -53,10 +53,17 @@ from prmsearch.engines.loading import (
     resolve_device,
     resolve_dtype,
 )
+from prmsearch.engines.packed_attention import (
+    PackedPlan,
+    packed_attention_on,
+    supports_packing,
+)
 from prmsearch.engines.token_keys import prefix_digests
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import PRMFormat, make_format
 from prmsearch.scorers.heads import BaseWithHead, load_base_with_head, load_qwen_prm
+
+LAYOUTS = ("auto", "padded", "packed")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ class HFPRMConfig:
         causal: whether the model is causal (enables caching); ``None`` = decide from the
             family (always causal except a ``token-cls`` model whose type is a masked LM).
         head_prefix: checkpoint prefix of the value head (skywork; default ``v_head.summary``).
+        layout: how a forward lays out its sequences: ``"padded"`` (rows padded to the
+            longest), ``"packed"`` (end to end in one row, each attending only to itself; see
+            :mod:`prmsearch.engines.packed_attention`), or ``"auto"``: packed on a CPU for
+            causal models that support it, padded on an accelerator.
     """
 
     model: str
@@ -91,6 +102,7 @@ class HFPRMConfig:
     attn_implementation: str | None = "sdpa"
     causal: bool | None = None
     head_prefix: str | None = None
+    layout: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -108,6 +120,8 @@ class HFPRMConfig:
                 "attn_implementation must be 'sdpa', 'eager' or None, got "
                 f"{self.attn_implementation!r}"
             )
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
 
 class _Runner:
@@ -138,12 +152,16 @@ class _Runner:
     def config(self) -> Any:
         return self.base.config
 
-    def hidden(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-               past: Any) -> torch.Tensor:
+    def hidden(self, input_ids: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor,
+               past: Any, plan: PackedPlan | None = None) -> torch.Tensor:
         kwargs: dict[str, Any] = {"attention_mask": mask, "position_ids": positions}
         if past is not None:
             kwargs.update(past_key_values=past, use_cache=True)
-        out = self.base(input_ids=input_ids, **kwargs)
+        if plan is not None:
+            with packed_attention_on(self.base):
+                out = self.base(input_ids=input_ids, use_cache=False, packed_plan=plan, **kwargs)
+        else:
+            out = self.base(input_ids=input_ids, **kwargs)
         return out.logits if self.kind == "token-cls" else out.last_hidden_state
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
@@ -264,6 +282,20 @@ class HFPRMScorer:
         self.max_length: int | None = getattr(text_cfg, "max_position_embeddings", None)
         pad = self.tokenizer.pad_token_id
         self._pad_id = int(pad) if pad is not None else 0
+        self.packed = self._choose_layout(cfg.layout, text_cfg)
+
+    def _choose_layout(self, layout: str, text_cfg: Any) -> bool:
+        """Whether forwards pack their sequences (see :class:`HFPRMConfig` ``layout``)."""
+        full_attention = all(t == "full_attention" for t in
+                             getattr(text_cfg, "layer_types", None) or ("full_attention",))
+        can_pack = self.causal and full_attention and supports_packing(self._runner.base)
+        if layout == "packed" and not can_pack:
+            raise ValueError(
+                f"{self.config.family}: this model cannot run packed forwards (it needs a causal "
+                "decoder with full attention in every layer that uses transformers' attention "
+                "interface); pass layout='padded'"
+            )
+        return layout == "packed" or (layout == "auto" and can_pack and self.device.type == "cpu")
 
     def _check_head_shape(self) -> None:
         """Head output width must match the family: 2 logits, 1 value, or 2 labels."""
@@ -342,6 +374,9 @@ class HFPRMScorer:
         return results  # type: ignore[return-value]
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
+        """Consecutive jobs under the token budget: padded rows x width, or packed new tokens."""
+        if self.packed:
+            return self._packed_groups(jobs)
         groups: list[list[_Job]] = []
         cur: list[_Job] = []
         c_w = m_w = 0
@@ -356,9 +391,27 @@ class HFPRMScorer:
             groups.append(cur)
         return groups
 
+    def _packed_groups(self, jobs: list[_Job]) -> list[list[_Job]]:
+        groups: list[list[_Job]] = []
+        cur: list[_Job] = []
+        total = 0
+        for job in jobs:
+            new = len(job.ids) - job.cached
+            if cur and total + new > self.config.max_batch_tokens:
+                groups.append(cur)
+                cur, total = [], 0
+            cur.append(job)
+            total += new
+        if cur:
+            groups.append(cur)
+        return groups
+
     def _run_group(self, group: list[_Job]) -> None:
         try:
-            self._forward_group(group)
+            if self.packed:
+                self._forward_packed(group)
+            else:
+                self._forward_group(group)
         except Exception as err:
             if not is_oom(err) or len(group) == 1:
                 raise
@@ -395,7 +448,34 @@ class HFPRMScorer:
                 rows.append(r)
                 cols.append(job.positions[j] - job.cached)
         picked = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
-        probs = self.format.probabilities(self._runner.head(picked)).double().cpu().numpy()
+        self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
+        if store and past is not None:
+            check_plain_cache(past)
+            for r, job in enumerate(group):
+                c, m = job.cached, news[r]
+                cols_kv = torch.cat([torch.arange(c_w - c, c_w), torch.arange(c_w, c_w + m)])
+                self.prefix_cache.store(job.ids, row_kv(past, r, cols_kv.to(dev)))
+
+    def _forward_packed(self, group: list[_Job]) -> None:
+        news = [len(j.ids) - j.cached for j in group]
+        store = self.prefix_cache.max_tokens > 0
+        plan = PackedPlan(news, [j.kv for j in group], keep_kv=store)
+        ids = np.concatenate([np.asarray(j.ids[j.cached :], dtype=np.int64) for j in group])
+        positions = np.concatenate([np.arange(j.cached, len(j.ids)) for j in group])
+        dev = self.device
+        hidden = self._runner.hidden(torch.from_numpy(ids)[None].to(dev), None,
+                                     torch.from_numpy(positions)[None].to(dev), None, plan)
+        cols = [plan.starts[r] + job.positions[j] - job.cached
+                for r, job in enumerate(group) for j in job.missing]
+        picked = hidden[0, torch.tensor(cols, device=dev)]
+        self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
+        if store:
+            for r, job in enumerate(group):
+                self.prefix_cache.store(job.ids, plan.sequence_kv(r))
+
+    def _write_scores(self, group: list[_Job], probs_t: torch.Tensor) -> None:
+        """Put one forward's probabilities (jobs' missing steps, in order) into the jobs."""
+        probs = probs_t.double().cpu().numpy()
         k = 0
         for job in group:
             for j in job.missing:
@@ -403,12 +483,6 @@ class HFPRMScorer:
                 if self._score_limit:
                     self._remember(job.digests[j], float(probs[k]))
                 k += 1
-        if store and past is not None:
-            check_plain_cache(past)
-            for r, job in enumerate(group):
-                c, m = job.cached, news[r]
-                cols_kv = torch.cat([torch.arange(c_w - c, c_w), torch.arange(c_w, c_w + m)])
-                self.prefix_cache.store(job.ids, row_kv(past, r, cols_kv.to(dev)))
 
     def _remember(self, digest: bytes, score: float) -> None:
         self._scores[digest] = score
