@@ -148,6 +148,50 @@ def test_engine_ratio_rows_hold_each_engine_to_its_target():
     assert "offline vLLM engine" in rows[0].label and "vLLM OpenAI server" in rows[1].label
 
 
+def test_real_model_ratio_rows_report_prm_rate_prefix_hits_and_idle_engine():
+    from prmsearch.perf.engine_ratio import RatioFigures
+
+    real = RatioFigures("vllm", "beam", 8, 100.0, 5_000, 40.0, 5_000, 0.25, "gsm8k (qwen)",
+                        prm_tokens=20_000, prompt_tokens_cached=3_000,
+                        prompt_tokens_computed=1_000, policy_s=80.0, budget=16)
+    assert real.prm_tok_s == 200.0 and real.prefix_hit_rate == 0.75
+    assert abs(real.engine_idle_share - 0.2) < 1e-12
+    (row,) = engine_ratio_rows([real])
+    assert "N=16" in row.label and "8 gsm8k (qwen) problems" in row.label
+    assert "PRM 200 tokens/s" in row.label and "prefix-cache hits 75%" in row.label
+    assert "engine idle 20%" in row.label
+    assert real.to_dict()["engine_idle_share"] == real.engine_idle_share
+
+
+def test_a_real_recipe_without_a_vllm_policy_is_refused_by_name(tmp_path):
+    from prmsearch.perf.engine_ratio import EngineRatioConfig, recipe_workload
+
+    recipe = tmp_path / "hf.yaml"
+    recipe.write_text("name: x\npolicy: {backend: hf, model: some/model}\nprm: {family: "
+                      "policy-confidence}\ndataset: {name: gsm8k}\nstrategies: {beam: {}}\n"
+                      "budgets: [4]\n")
+    with pytest.raises(ValueError, match="needs a vllm policy"):
+        recipe_workload(EngineRatioConfig(recipe=str(recipe)))
+
+
+def test_perf_cli_passes_the_ratio_flags_to_the_engine_ratio_config(monkeypatch, capsys):
+    import prmsearch.perf.suite as suite
+    from prmsearch.cli import main
+
+    seen = {}
+
+    def fake_run(cfg, log):
+        seen["cfg"] = cfg
+        return suite.PerfReport([], {})
+
+    monkeypatch.setattr(suite, "run_perf", fake_run)
+    assert main(["perf", "--real-recipe", "r.yaml", "--ratio-problems", "3", "--ratio-budget", "4",
+                 "--ratio-engines", "vllm", "--ratio-strategies", "beam,best_of_n"]) == 0
+    e = seen["cfg"].engine_ratio
+    assert (e.recipe, e.problems, e.budget, e.engines, e.strategies) == (
+        "r.yaml", 3, 4, ("vllm",), ("beam", "best_of_n"))
+
+
 def test_config_is_validated():
     with pytest.raises(ValueError, match="overhead_problems"):
         PerfConfig(overhead_problems=0)

@@ -53,3 +53,23 @@ def test_the_model_as_a_verifier_scores_every_step_and_reuses_the_prefix(qwen05_
     (grown,) = verifier.score([ScoreRequest(QUESTION, steps)])
     assert grown.tokens_cached >= first.tokens_computed  # the first step's turn was not run again
     np.testing.assert_allclose(grown.scores, full.scores, atol=2e-3)
+
+
+def test_packed_verifier_forwards_match_padded_ones_on_the_real_model(qwen05_dir):
+    """One packed row of sequences of different lengths (some after a cached prefix) scores as
+    padded batches do, within float noise, and computes the same tokens."""
+    from prmsearch.scorers.base import ScoreRequest
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    padded = HFPRMScorer(qwen05_dir, "verifier", device="cpu", dtype="float32", layout="padded")
+    packed = HFPRMScorer.from_model(padded.model, padded.tokenizer, "verifier", layout="packed")
+    steps = ("Four pens cost 4 * 3 = 12 dollars.", "The change is 20 - 12 = 8 dollars. \\boxed{8}")
+    batch = [ScoreRequest(QUESTION, steps[:1]), ScoreRequest(QUESTION, ("He pays 20.",)),
+             ScoreRequest("What is 2 + 2? Answer briefly.", ("2 + 2 = 4. \\boxed{4}",))]
+    grown = [ScoreRequest(QUESTION, steps), ScoreRequest(QUESTION, ("He pays 20.", "\\boxed{7}"))]
+    for requests in (batch, grown):
+        want, got = padded.score(requests), packed.score(requests)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_allclose(g.scores, w.scores, atol=1e-4)
+            assert (g.tokens_computed, g.tokens_cached) == (w.tokens_computed, w.tokens_cached)
+    assert sum(g.tokens_cached for g in got) > 0

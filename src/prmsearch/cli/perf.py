@@ -37,6 +37,15 @@ def cmd_perf(args: argparse.Namespace) -> int:
             changes["overhead_problems"] = args.overhead_problems
         if args.problems is not None:
             changes["arith"] = dataclasses.replace(config.arith, problems=args.problems)
+        ratio: dict[str, Any] = {}
+        if args.real_recipe is not None:
+            ratio["recipe"] = str(args.real_recipe)
+        for flag in ("ratio_problems", "ratio_budget", "ratio_engines", "ratio_strategies"):
+            value = getattr(args, flag)
+            if value is not None:
+                ratio[flag.removeprefix("ratio_")] = value
+        if ratio:
+            changes["engine_ratio"] = dataclasses.replace(config.engine_ratio, **ratio)
         config = dataclasses.replace(config, **changes)
         report = run_perf(config, log)
     except input_errors() as exc:
@@ -74,5 +83,17 @@ def register_perf_command(sub: argparse._SubParsersAction) -> None:
                         help="the JSON written by scripts/gpu_bench.py --out")
     parser.add_argument("--skip", type=csv_of(str), default=(),
                         help=f"comma-separated measures to leave out: {', '.join((*MEASURES, *SOURCES))}")
+    parser.add_argument("--real-recipe", type=Path, default=None, metavar="RECIPE",
+                        help="run the engine-ratio rows on a real model's bench recipe (its vLLM "
+                        "policy folder, PRM, sampling and dataset sample) instead of the embedded "
+                        "models, e.g. recipes/gsm8k_qwen25-coder-0.5b_policy-confidence_cpu.yaml")
+    parser.add_argument("--ratio-problems", type=int, default=None,
+                        help="problems of the engine-ratio rows (default 32)")
+    parser.add_argument("--ratio-budget", type=int, default=None,
+                        help="N of every engine-ratio strategy (default 16)")
+    parser.add_argument("--ratio-engines", type=csv_of(str), default=None,
+                        help="engine-ratio engines: vllm (offline), openai (vLLM server)")
+    parser.add_argument("--ratio-strategies", type=csv_of(str), default=None,
+                        help="engine-ratio strategies: beam, particle_filter, best_of_n")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every figure to this JSON file")
     parser.set_defaults(func=cmd_perf)

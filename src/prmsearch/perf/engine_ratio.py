@@ -15,6 +15,12 @@ For each engine (the offline vLLM engine, a vLLM OpenAI-compatible server) and e
 The ratio framework / raw is the share of the engine's ideal throughput the search keeps. It
 is an upper-bound comparison: the raw call decodes long samples from short prompts in one
 batch; a step search must stop at every step, prefill each extended path and wait for the PRM.
+
+With ``recipe`` set, the same measurement runs a real model instead of the embedded ones: the
+recipe's policy folder on both engines, its PRM (or policy confidence), sampling, search limits,
+strategy options and dataset sample (its first ``problems`` problems), graded against the gold
+answers. Each row also reports PRM tokens/s, the policy's prefix-cache hit rate and the share of
+the wall clock the policy engine sat idle (no policy call running: PRM, driver and client time).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 Log = Callable[[str], None]
@@ -41,6 +48,8 @@ class EngineRatioConfig:
         engines: from ``vllm`` (offline engine) and ``openai`` (a vLLM server on loopback).
         strategies: from beam, particle_filter, best_of_n.
         server_start_s: how long to wait for the server's ``/health``.
+        recipe: a ``prmsearch bench`` recipe of a real model (its policy folder, PRM, sampling,
+            strategy options and dataset); None: the embedded arithmetic models.
     """
 
     problems: int = 32
@@ -49,6 +58,7 @@ class EngineRatioConfig:
     engines: tuple[str, ...] = RATIO_ENGINES
     strategies: tuple[str, ...] = RATIO_STRATEGIES
     server_start_s: float = 300.0
+    recipe: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("problems", "budget"):
@@ -74,6 +84,12 @@ class RatioFigures:
     raw_s: float
     raw_tokens: int
     accuracy: float
+    workload: str = "arith"
+    prm_tokens: int = 0
+    prompt_tokens_cached: int = 0
+    prompt_tokens_computed: int = 0
+    policy_s: float = 0.0
+    budget: int = 16
 
     @property
     def framework_tok_s(self) -> float:
@@ -87,9 +103,105 @@ class RatioFigures:
     def ratio(self) -> float:
         return self.framework_tok_s / self.raw_tok_s
 
+    @property
+    def prm_tok_s(self) -> float:
+        return self.prm_tokens / self.framework_s
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Prompt tokens served from the policy's prefix cache, over all prompt tokens."""
+        total = self.prompt_tokens_cached + self.prompt_tokens_computed
+        return self.prompt_tokens_cached / total if total else 0.0
+
+    @property
+    def engine_idle_share(self) -> float:
+        """Share of the search's wall clock with no policy call running."""
+        return max(0.0, 1.0 - self.policy_s / self.framework_s) if self.framework_s else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "framework_tok_s": self.framework_tok_s, "raw_tok_s": self.raw_tok_s,
-                "ratio": self.ratio}
+                "ratio": self.ratio, "prm_tok_s": self.prm_tok_s,
+                "prefix_hit_rate": self.prefix_hit_rate, "engine_idle_share": self.engine_idle_share}
+
+
+@dataclass
+class Workload:
+    """What one engine-ratio run searches: problems, how a searcher is made, how answers grade.
+
+    ``model`` is the policy folder both engines serve, ``served`` the server's model name,
+    ``engine_args`` the offline engine's arguments and ``server_args`` the server's flags.
+    """
+
+    label: str
+    model: Path
+    served: str
+    questions: list[str]
+    searcher: Callable[[Any, Any, str, int], Any]
+    correct: Callable[[list[Any]], int]
+    engine_args: dict[str, Any]
+    server_args: list[str]
+    context_length: int
+
+
+def arith_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
+    """The embedded policy and PRM on the first arithmetic test problems."""
+    from prmsearch.api import Searcher, resolve_scorer
+    from prmsearch.arith.checker import check_solution
+    from prmsearch.arith.models import default_policy_path
+    from prmsearch.arith.problems import load_split
+    from prmsearch.search.protocol import strategy_spec
+
+    problems = load_split("test", cfg.problems)
+
+    def searcher(policy: Any, scorer: Any, strategy: str, budget: int) -> Any:
+        return Searcher(policy, scorer, strategy_spec(strategy).at_budget(budget),
+                        sampling=_sampling(cfg.temperature))
+
+    def correct(results: list[Any]) -> int:
+        return sum(r.error is None and check_solution(p, list(r.steps)).answer_correct
+                   for p, r in zip(problems, results, strict=True))
+
+    work = Workload("arith", default_policy_path(), "arith", [p.question for p in problems],
+                    searcher, correct, {"dtype": "float32", "max_model_len": 256},
+                    ["--dtype", "float32", "--max-model-len", "256"], 256)
+    return work, resolve_scorer(None)
+
+
+def recipe_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
+    """A real model's recipe: its policy folder, PRM, sampling, strategies and dataset sample."""
+    from prmsearch.api import Searcher
+    from prmsearch.benchmarks.datasets import load_dataset
+    from prmsearch.benchmarks.grading import search_matcher
+    from prmsearch.benchmarks.grading.grader import is_equivalent
+    from prmsearch.benchmarks.sweeps.recipes import load_recipe
+
+    recipe = load_recipe(str(cfg.recipe))
+    sweep = recipe.sweep
+    if recipe.policy.backend != "vllm" or not recipe.policy.model:
+        raise ValueError(f"recipe {cfg.recipe}: the engine ratio needs a vllm policy with a model "
+                         f"folder, got backend {recipe.policy.backend!r}")
+    model = Path(recipe.policy.model).expanduser()
+    problems = load_dataset(sweep.dataset, sweep.dataset_path, split=sweep.split,
+                            limit=cfg.problems, shuffle_seed=sweep.shuffle_seed)
+    matcher = search_matcher()
+
+    def searcher(policy: Any, scorer: Any, strategy: str, budget: int) -> Any:
+        sampling = replace(sweep.sampling(), temperature=cfg.temperature)  # as the raw call
+        return Searcher(policy, scorer, sweep.strategy_at(strategy, budget), sampling=sampling,
+                        max_depth=sweep.max_depth, schedule=sweep.schedule, matcher=matcher)
+
+    def correct(results: list[Any]) -> int:
+        return sum(r.error is None and is_equivalent(r.answer, p.answer)
+                   for p, r in zip(problems, results, strict=True))
+
+    args = dict(recipe.policy.args)
+    length = int(args.get("max_model_len", 4096))
+    server_args = ["--max-model-len", str(length)]
+    if args.get("dtype"):
+        server_args += ["--dtype", str(args["dtype"])]
+    work = Workload(f"{sweep.dataset} ({model.name})", model, model.name,
+                    [p.question for p in problems], searcher, correct, args, server_args, length)
+    return work, recipe.build_scorer()
 
 
 
@@ -110,13 +222,13 @@ def _raw_offline(policy: Any, prompts: list[list[int]], budget: int, length: int
 
 
 def _raw_server(base_url: str, prompts: list[list[int]], budget: int, length: int,
-                temperature: float) -> tuple[float, int]:
+                temperature: float, served: str = "arith") -> tuple[float, int]:
     """One ``/completions`` request with every prompt (token ids), ``n = budget``, fixed length."""
     import httpx
 
     root = base_url.rsplit("/v1", 1)[0]
     httpx.post(f"{root}/reset_prefix_cache", timeout=30)  # dev-mode servers only; else ignored
-    body = {"model": "arith", "prompt": prompts, "n": budget, "max_tokens": length,
+    body = {"model": served, "prompt": prompts, "n": budget, "max_tokens": length,
             "min_tokens": length, "ignore_eos": True, "temperature": temperature}
     start = time.perf_counter()
     response = httpx.post(f"{base_url}/completions", json=body, timeout=900)
@@ -125,23 +237,22 @@ def _raw_server(base_url: str, prompts: list[list[int]], budget: int, length: in
     return seconds, int(response.json()["usage"]["completion_tokens"])
 
 
-def _open(engine: str, cfg: EngineRatioConfig, log: Log) -> tuple[Any, Callable[[], None], str | None]:
+def _open(engine: str, work: Workload, cfg: EngineRatioConfig, log: Log
+          ) -> tuple[Any, Callable[[], None], str | None]:
     """The policy of ``engine``, its release function and (for the server) its base URL."""
-    from prmsearch.arith.models import default_policy_path
-
-    policy_dir = default_policy_path()
     if engine == "vllm":
         from prmsearch.policies.vllm import VLLMPolicy
 
-        policy = VLLMPolicy(policy_dir, dtype="float32", max_model_len=256)
+        policy = VLLMPolicy(work.model, **work.engine_args)
         return policy, policy.close, None
     from prmsearch.perf.engines import _Server
     from prmsearch.policies.openai import OpenAIPolicy
 
-    server = _Server(policy_dir, cfg.server_start_s, log, dev_mode=True)
+    server = _Server(work.model, cfg.server_start_s, log, dev_mode=True, served=work.served,
+                     args=work.server_args)
     url = f"http://127.0.0.1:{server.port}/v1"
-    policy = OpenAIPolicy(url, "arith", tokenizer=str(policy_dir), server="vllm", context_length=256,
-                          prompt_as_ids=True, timeout=300.0)
+    policy = OpenAIPolicy(url, work.served, tokenizer=str(work.model), server="vllm",
+                          context_length=work.context_length, prompt_as_ids=True, timeout=900.0)
 
     def release() -> None:
         policy.close()
@@ -150,41 +261,56 @@ def _open(engine: str, cfg: EngineRatioConfig, log: Log) -> tuple[Any, Callable[
     return policy, release, url
 
 
-def measure_engine(engine: str, policy: Any, scorer: Any, problems: list, cfg: EngineRatioConfig,
-                   url: str | None = None, log: Log = print) -> list[RatioFigures]:
+def measure_engine(engine: str, policy: Any, scorer: Any, problems: list | Workload,
+                   cfg: EngineRatioConfig, url: str | None = None, log: Log = print
+                   ) -> list[RatioFigures]:
     """Every strategy of ``cfg`` on one open engine: ``policy`` is a `VLLMPolicy` (``url``
-    None) or an `OpenAIPolicy` on the vLLM server at ``url``."""
-    from prmsearch.api import Searcher
-    from prmsearch.arith.checker import check_solution
+    None) or an `OpenAIPolicy` on the vLLM server at ``url``; ``problems`` is a `Workload`,
+    or a list of arithmetic problems (searched as :func:`arith_workload` does)."""
     from prmsearch.engines.prompt_formats import PromptBuilder
-    from prmsearch.search.protocol import strategy_spec
 
-    questions = [p.question for p in problems]
+    work = problems if isinstance(problems, Workload) else _arith_of(problems, cfg)
+    questions = work.questions
     builder = PromptBuilder(policy.prompt_format, policy.tokenizer)
     prompts = [builder.ids(q, ()) for q in questions]
     figures: list[RatioFigures] = []
     for strategy in cfg.strategies:
-        searcher = Searcher(policy, scorer, strategy_spec(strategy).at_budget(cfg.budget),
-                            sampling=_sampling(cfg.temperature))
+        searcher = work.searcher(policy, scorer, strategy, cfg.budget)
         searcher.run(questions[:1])  # warm-up (first-call costs), not measured
         _clear(policy, scorer, url)
         start = time.perf_counter()
         results = searcher.run(questions)
         framework_s = time.perf_counter() - start
-        assert searcher.last_ledger is not None
-        tokens = searcher.last_ledger.generated_tokens
+        ledger, stats = searcher.last_ledger, searcher.last_stats
+        assert ledger is not None and stats is not None
+        tokens = ledger.generated_tokens
         length = max(1, round(tokens / (len(prompts) * cfg.budget)))
         if url is None:
             raw_s, raw_tokens = _raw_offline(policy, prompts, cfg.budget, length, cfg.temperature)
         else:
-            raw_s, raw_tokens = _raw_server(url, prompts, cfg.budget, length, cfg.temperature)
-        correct = sum(r.error is None and check_solution(p, list(r.steps)).answer_correct
-                      for p, r in zip(problems, results, strict=True))
-        figures.append(RatioFigures(engine, strategy, len(questions), framework_s, tokens, raw_s,
-                                    raw_tokens, correct / len(questions)))
-        log(f"engine ratio, {engine} {strategy}: {figures[-1].framework_tok_s:,.0f} vs raw "
-            f"{figures[-1].raw_tok_s:,.0f} tokens/s ({figures[-1].ratio:.2f})")
+            raw_s, raw_tokens = _raw_server(url, prompts, cfg.budget, length, cfg.temperature,
+                                            work.served)
+        figures.append(RatioFigures(
+            engine, strategy, len(questions), framework_s, tokens, raw_s, raw_tokens,
+            work.correct(results) / len(questions), work.label, ledger.prm_tokens_computed,
+            ledger.prompt_tokens_cached, ledger.prompt_tokens_computed, stats.policy_s, cfg.budget))
+        f = figures[-1]
+        log(f"engine ratio, {engine} {strategy}: {f.framework_tok_s:,.0f} vs raw "
+            f"{f.raw_tok_s:,.0f} tokens/s ({f.ratio:.2f}); PRM {f.prm_tok_s:,.0f} tokens/s, "
+            f"prefix hits {f.prefix_hit_rate:.0%}, engine idle {f.engine_idle_share:.0%}")
     return figures
+
+
+def _arith_of(problems: list, cfg: EngineRatioConfig) -> Workload:
+    """The arithmetic workload over given problems (the tests pass a few)."""
+    work, _ = arith_workload(replace(cfg, problems=len(problems)))
+    from prmsearch.arith.checker import check_solution
+
+    work.questions = [p.question for p in problems]
+    work.correct = lambda results: sum(
+        r.error is None and check_solution(p, list(r.steps)).answer_correct
+        for p, r in zip(problems, results, strict=True))
+    return work
 
 
 def run_engine_ratio(cfg: EngineRatioConfig, log: Log = print) -> list[RatioFigures]:
@@ -192,17 +318,13 @@ def run_engine_ratio(cfg: EngineRatioConfig, log: Log = print) -> list[RatioFigu
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from prmsearch.api import resolve_scorer
-    from prmsearch.arith.problems import load_split
-
-    problems = load_split("test", cfg.problems)
-    scorer = resolve_scorer(None)
+    work, scorer = recipe_workload(cfg) if cfg.recipe else arith_workload(cfg)
     figures: list[RatioFigures] = []
     for engine in cfg.engines:
-        log(f"engine ratio, {engine}: starting")
-        policy, release, url = _open(engine, cfg, log)
+        log(f"engine ratio, {engine}: starting ({work.label})")
+        policy, release, url = _open(engine, work, cfg, log)
         try:
-            figures += measure_engine(engine, policy, scorer, problems, cfg, url, log)
+            figures += measure_engine(engine, policy, scorer, work, cfg, url, log)
         finally:
             release()
     return figures
@@ -229,9 +351,12 @@ def _clear(policy: Any, scorer: Any, url: str | None) -> None:
 
 def table(figures: list[RatioFigures]) -> str:
     """A markdown table of the figures."""
-    rows = ["| engine | strategy | problems | framework tokens/s | raw engine tokens/s | framework / raw "
-            "| generated tokens | accuracy |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| engine | strategy | workload | problems | framework tokens/s | raw engine tokens/s | "
+            "framework / raw | generated tokens | PRM tokens/s | prefix-cache hits | engine idle | "
+            "accuracy |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in figures:
-        rows.append(f"| {f.engine} | {f.strategy} | {f.problems} | {f.framework_tok_s:,.0f} | "
-                    f"{f.raw_tok_s:,.0f} | {f.ratio:.2f} | {f.framework_tokens:,} | {f.accuracy:.1%} |")
+        rows.append(f"| {f.engine} | {f.strategy} | {f.workload} | {f.problems} | "
+                    f"{f.framework_tok_s:,.0f} | {f.raw_tok_s:,.0f} | {f.ratio:.2f} | "
+                    f"{f.framework_tokens:,} | {f.prm_tok_s:,.0f} | {f.prefix_hit_rate:.0%} | "
+                    f"{f.engine_idle_share:.0%} | {f.accuracy:.1%} |")
     return "\n".join(rows)

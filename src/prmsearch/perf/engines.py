@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -99,13 +99,15 @@ def _free_port() -> int:
 class _Server:
     """The vLLM OpenAI-compatible server over the policy, on a free loopback port."""
 
-    def __init__(self, policy_dir: Path, wait_s: float, log: Log, dev_mode: bool = False) -> None:
+    def __init__(self, policy_dir: Path, wait_s: float, log: Log, dev_mode: bool = False,
+                 served: str = "arith", args: Sequence[str] = ("--dtype", "float32",
+                                                               "--max-model-len", "256")) -> None:
         import httpx
 
         self.port = _free_port()
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(policy_dir),
-               "--served-model-name", "arith", "--host", "127.0.0.1", "--port", str(self.port),
-               "--block-size", "32", "--enforce-eager", "--dtype", "float32", "--max-model-len", "256",
+               "--served-model-name", served, "--host", "127.0.0.1", "--port", str(self.port),
+               "--block-size", "32", "--enforce-eager", *args,
                "--enable-prompt-tokens-details", "--no-enable-chunked-prefill"]
         # dev mode adds POST /reset_prefix_cache (cold caches between measured runs)
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"} if dev_mode else None

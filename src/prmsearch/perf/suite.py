@@ -226,9 +226,13 @@ def engine_ratio_rows(figures: list[RatioFigures] | None, why: str = "") -> list
     rows = []
     for f in figures:
         target = ENGINE_RATIO_TARGETS[f.engine]
+        extra = "" if f.workload == "arith" else (
+            f"; PRM {f.prm_tok_s:,.0f} tokens/s, prefix-cache hits {f.prefix_hit_rate:.0%}, "
+            f"engine idle {f.engine_idle_share:.0%}")
         rows.append(PerfRow(
-            "engine-ratio", f"{f.strategy} N=16 on the {names[f.engine]}, {f.problems} arith problems, "
-            f"{f.framework_tokens:,} tokens (accuracy {100 * f.accuracy:.1f}%)",
+            "engine-ratio", f"{f.strategy} N={f.budget} on the {names[f.engine]}, {f.problems} "
+            f"{f.workload} problems, {f.framework_tokens:,} tokens (accuracy "
+            f"{100 * f.accuracy:.1f}%){extra}",
             f"{f.framework_tok_s:,.0f} tokens/s", f"{f.raw_tok_s:,.0f} tokens/s raw (one call)",
             f"{f.ratio:.2f}", target.text(), target.verdict(f.ratio), f.ratio,
         ))
