@@ -196,9 +196,14 @@ def recipe_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
 
     args = dict(recipe.policy.args)
     length = int(args.get("max_model_len", 4096))
-    server_args = ["--max-model-len", str(length)]
-    if args.get("dtype"):
-        server_args += ["--dtype", str(args["dtype"])]
+    from prmsearch.engines.vllm_engine import cpu_dtype
+
+    # the server gets the dtype the offline engine resolves (on a CPU without bf16 instructions
+    # a bf16 folder runs in float32: vLLM's own "auto" would take the slow bf16 fallback)
+    import torch
+
+    dtype = args.get("dtype") or ("auto" if torch.cuda.is_available() else cpu_dtype(str(model)))
+    server_args = ["--max-model-len", str(length), "--dtype", str(dtype)]
     work = Workload(f"{sweep.dataset} ({model.name})", model, model.name,
                     [p.question for p in problems], searcher, correct, args, server_args, length)
     return work, recipe.build_scorer()
