@@ -196,11 +196,11 @@ def recipe_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
 
     args = dict(recipe.policy.args)
     length = int(args.get("max_model_len", 4096))
-    from prmsearch.engines.vllm_engine import cpu_dtype
-
     # the server gets the dtype the offline engine resolves (on a CPU without bf16 instructions
     # a bf16 folder runs in float32: vLLM's own "auto" would take the slow bf16 fallback)
     import torch
+
+    from prmsearch.engines.vllm_engine import cpu_dtype
 
     dtype = args.get("dtype") or ("auto" if torch.cuda.is_available() else cpu_dtype(str(model)))
     server_args = ["--max-model-len", str(length), "--dtype", str(dtype)]
