@@ -96,8 +96,10 @@ def packed_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value:
             k = torch.cat([pk[None].to(k.dtype), k], 2)
             v = torch.cat([pv[None].to(v.dtype), v], 2)
             mask = torch.ones((m, c + m), dtype=torch.bool, device=q.device).tril(c)
-            o = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling,
-                                             enable_gqa=gqa)
+            if gqa:  # as transformers does: masked GQA falls back to the math kernel, so expand
+                groups = query.shape[1] // key.shape[1]
+                k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+            o = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling)
         out[0, s : s + m] = o[0].transpose(0, 1)
     return out, None
 
