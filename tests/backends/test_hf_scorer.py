@@ -209,6 +209,8 @@ def test_config_validation(qwen_prm_dir):
         HFPRMConfig(model="m", family="qwen-prm", max_batch_tokens=0)
     with pytest.raises(ValueError, match="prefix_cache_tokens"):
         HFPRMConfig(model="m", family="qwen-prm", prefix_cache_tokens=-1)
+    with pytest.raises(ValueError, match="packed_row_tokens must be an int >= 1"):
+        HFPRMConfig(model="m", family="qwen-prm", packed_row_tokens=0)
 
 
 def test_factories_and_num_parameters(qwen_prm_dir):
