@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -46,12 +47,8 @@ class PackedPlan:
     def __post_init__(self) -> None:
         if len(self.lengths) != len(self.prefixes):
             raise ValueError(f"{len(self.lengths)} lengths but {len(self.prefixes)} prefixes")
-        self.starts = [0] * len(self.lengths)
-        total = 0
-        for i, m in enumerate(self.lengths):
-            self.starts[i] = total
-            total += m
-        self.width = total
+        self.starts = [0, *accumulate(self.lengths)]
+        self.width = self.starts.pop()
 
     def sequence_kv(self, index: int) -> SeqKV:
         """One sequence's whole KV (prefix, then its new tokens), as contiguous tensors."""

@@ -143,15 +143,17 @@ class Workload:
     context_length: int
 
 
-def arith_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
-    """The embedded policy and PRM on the first arithmetic test problems."""
-    from prmsearch.api import Searcher, resolve_scorer
+def arith_workload(cfg: EngineRatioConfig, problems: list | None = None) -> Workload:
+    """The embedded policy on ``problems`` (default: the first ``cfg.problems`` arithmetic test
+    problems), graded by the arithmetic checker."""
+    from prmsearch.api import Searcher
     from prmsearch.arith.checker import check_solution
     from prmsearch.arith.models import default_policy_path
     from prmsearch.arith.problems import load_split
     from prmsearch.search.protocol import strategy_spec
 
-    problems = load_split("test", cfg.problems)
+    if problems is None:
+        problems = load_split("test", cfg.problems)
 
     def searcher(policy: Any, scorer: Any, strategy: str, budget: int) -> Any:
         return Searcher(policy, scorer, strategy_spec(strategy).at_budget(budget),
@@ -164,7 +166,7 @@ def arith_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
     work = Workload("arith", default_policy_path(), "arith", [p.question for p in problems],
                     searcher, correct, {"dtype": "float32", "max_model_len": 256},
                     ["--dtype", "float32", "--max-model-len", "256"], 256)
-    return work, resolve_scorer(None)
+    return work
 
 
 def recipe_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
@@ -274,7 +276,7 @@ def measure_engine(engine: str, policy: Any, scorer: Any, problems: list | Workl
     or a list of arithmetic problems (searched as :func:`arith_workload` does)."""
     from prmsearch.engines.prompt_formats import PromptBuilder
 
-    work = problems if isinstance(problems, Workload) else _arith_of(problems, cfg)
+    work = problems if isinstance(problems, Workload) else arith_workload(cfg, problems)
     questions = work.questions
     builder = PromptBuilder(policy.prompt_format, policy.tokenizer)
     prompts = [builder.ids(q, ()) for q in questions]
@@ -306,24 +308,17 @@ def measure_engine(engine: str, policy: Any, scorer: Any, problems: list | Workl
     return figures
 
 
-def _arith_of(problems: list, cfg: EngineRatioConfig) -> Workload:
-    """The arithmetic workload over given problems (the tests pass a few)."""
-    work, _ = arith_workload(replace(cfg, problems=len(problems)))
-    from prmsearch.arith.checker import check_solution
-
-    work.questions = [p.question for p in problems]
-    work.correct = lambda results: sum(
-        r.error is None and check_solution(p, list(r.steps)).answer_correct
-        for p, r in zip(problems, results, strict=True))
-    return work
-
-
 def run_engine_ratio(cfg: EngineRatioConfig, log: Log = print) -> list[RatioFigures]:
     """Every engine and strategy of ``cfg``, one engine at a time (see the module docstring)."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    work, scorer = recipe_workload(cfg) if cfg.recipe else arith_workload(cfg)
+    if cfg.recipe:
+        work, scorer = recipe_workload(cfg)
+    else:
+        from prmsearch.api import resolve_scorer
+
+        work, scorer = arith_workload(cfg), resolve_scorer(None)  # the shipped PRM
     figures: list[RatioFigures] = []
     for engine in cfg.engines:
         log(f"engine ratio, {engine}: starting ({work.label})")

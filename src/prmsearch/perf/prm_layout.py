@@ -95,10 +95,8 @@ def _scores(results: Sequence[Any]) -> np.ndarray:
 
 def bench_whole(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> LayoutFigures:
     """Every solution of a problem in one call, caches off; plus one call per solution."""
-    fig = LayoutFigures("whole")
     names = (*LAYOUTS, "one-by-one")
-    for name in names:
-        fig.tokens[name], fig.seconds[name] = 0, 0.0
+    fig = LayoutFigures("whole", dict.fromkeys(names, 0), dict.fromkeys(names, 0.0))
     for i, requests in enumerate(problems):
         order = LAYOUTS if i % 2 == 0 else LAYOUTS[::-1]
         got: dict[str, np.ndarray] = {}
@@ -119,9 +117,7 @@ def bench_whole(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> 
 
 def bench_steps(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> LayoutFigures:
     """One step deeper per call, prefix and score caches on (each call scores new steps)."""
-    fig = LayoutFigures("steps")
-    for name in LAYOUTS:
-        fig.tokens[name], fig.seconds[name] = 0, 0.0
+    fig = LayoutFigures("steps", dict.fromkeys(LAYOUTS, 0), dict.fromkeys(LAYOUTS, 0.0))
     for i, requests in enumerate(problems):
         order = LAYOUTS if i % 2 == 0 else LAYOUTS[::-1]
         depth = max(len(r.steps) for r in requests)

@@ -378,35 +378,23 @@ class HFPRMScorer:
         return results  # type: ignore[return-value]
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
-        """Consecutive jobs under the token budget: padded rows x width, or packed new tokens."""
-        if self.packed:
-            return self._packed_groups(jobs)
+        """Consecutive jobs under the token budget: padded rows x width, or packed new tokens
+        (at most ``packed_row_tokens`` in one row)."""
+        cfg = self.config
+        budget = min(cfg.max_batch_tokens, cfg.packed_row_tokens) if self.packed else \
+            cfg.max_batch_tokens
         groups: list[list[_Job]] = []
         cur: list[_Job] = []
-        c_w = m_w = 0
-        for job in jobs:
-            c2, m2 = max(c_w, job.cached), max(m_w, len(job.ids) - job.cached)
-            if cur and (len(cur) + 1) * (c2 + m2) > self.config.max_batch_tokens:
-                groups.append(cur)
-                cur, c2, m2 = [], job.cached, len(job.ids) - job.cached
-            cur.append(job)
-            c_w, m_w = c2, m2
-        if cur:
-            groups.append(cur)
-        return groups
-
-    def _packed_groups(self, jobs: list[_Job]) -> list[list[_Job]]:
-        groups: list[list[_Job]] = []
-        cur: list[_Job] = []
-        total = 0
+        c_w = m_w = total = 0
         for job in jobs:
             new = len(job.ids) - job.cached
-            if cur and total + new > min(self.config.max_batch_tokens,
-                                         self.config.packed_row_tokens):
+            c2, m2, t2 = max(c_w, job.cached), max(m_w, new), total + new
+            cost = t2 if self.packed else (len(cur) + 1) * (c2 + m2)
+            if cur and cost > budget:
                 groups.append(cur)
-                cur, total = [], 0
+                cur, c2, m2, t2 = [], job.cached, new, new
             cur.append(job)
-            total += new
+            c_w, m_w, total = c2, m2, t2
         if cur:
             groups.append(cur)
         return groups
