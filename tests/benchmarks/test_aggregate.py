@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -18,9 +19,11 @@ from prmsearch.benchmarks.analysis.aggregate import (
     parse_aggregate_row,
     prepare_question,
     run_aggregate,
+    score_missing,
     select_response,
     split_steps,
 )
+from prmsearch.benchmarks.analysis.score_journal import ScoreJournal
 from prmsearch.benchmarks.datasets import DatasetFormatError
 from prmsearch.registry import Entry
 from prmsearch.scorers.base import SCORERS
@@ -235,3 +238,101 @@ def test_cli_rescore_replaces_the_rows_own_scores(main, tmp_path, capsys, monkey
     assert _cells(report)[("weighted", "min", 6)] == 0.0
     assert main(["aggregate", str(path), "--rescore"]) == 2
     assert "--rescore: needs --prm" in capsys.readouterr().err
+
+
+class _Killed(Exception):
+    """Stands in for the run being killed between two scorer calls."""
+
+
+class _DiesAfter(ScriptedScorer):
+    def __init__(self, calls_before_death: int, **kwargs):
+        super().__init__({"So \\boxed{4}": 0.9, "\\boxed{5}": 0.2}, default=0.6, **kwargs)
+        self.left = calls_before_death
+
+    def score(self, requests):
+        if self.left == 0:
+            raise _Killed
+        self.left -= 1
+        return super().score(requests)
+
+
+def _unscored_rows():
+    row = {k: v for k, v in HAND_ROW.items() if k != "scores"}
+    other = {**row, "question": "What is 2+3?", "answer": "5"}
+    return [_row(row), parse_aggregate_row(other, index=1, line=2, source="test")]
+
+
+def test_a_killed_scoring_run_resumes_from_its_journal(tmp_path):
+    """Scores reach the journal batch by batch; the rerun scores only what is missing and
+    ends with the same rows as one uninterrupted run."""
+    config = AggregateConfig(ns=(6,), batch_size=4)
+    identity = {"prm": "scripted", "delimiter": config.delimiter}
+    path = tmp_path / "scores.journal.jsonl"
+    journal = ScoreJournal(path, identity)
+    with pytest.raises(_Killed):
+        score_missing(_DiesAfter(1), _unscored_rows(), config, journal)
+    journal.close()
+    assert len(path.read_text().splitlines()) == 1 + 4  # header and the first batch
+    with path.open("a") as handle:
+        handle.write('{"row": 1, "resp')  # torn by the kill
+    resumed = ScoreJournal(path, identity)
+    assert resumed.resumed == 4
+    rescorer = _DiesAfter(10)
+    rows, errors = score_missing(rescorer, _unscored_rows(), config, resumed)
+    resumed.close()
+    assert rescorer.calls == [4, 4] and not errors  # 12 responses, 4 already scored
+    whole, _ = score_missing(_DiesAfter(10), _unscored_rows(), config)
+    assert [r.scores for r in rows] == [r.scores for r in whole]
+    again = ScoreJournal(path, identity)
+    assert again.resumed == 12  # the torn line was cut off, every later entry reads back
+    nothing = _DiesAfter(0)
+    assert [r.scores for r in score_missing(nothing, _unscored_rows(), config, again)[0]] == [
+        r.scores for r in whole
+    ]
+
+
+def test_a_journal_never_fills_in_other_text_or_another_scorer(tmp_path):
+    config = AggregateConfig(ns=(6,), batch_size=64)
+    identity = {"prm": "scripted", "delimiter": config.delimiter}
+    path = tmp_path / "j.jsonl"
+    journal = ScoreJournal(path, identity)
+    score_missing(_DiesAfter(5), _unscored_rows(), config, journal)
+    journal.close()
+    edited = _unscored_rows()
+    first_changed = ("Add them.\n\n\\boxed{5}", *edited[0].responses[1:])
+    edited[0] = dataclasses.replace(edited[0], responses=first_changed)
+    scorer = _DiesAfter(5)
+    rows, _ = score_missing(scorer, edited, config, ScoreJournal(path, identity))
+    assert scorer.calls == [1]  # only the edited response
+    assert rows[0].scores[0] == (0.6, 0.2)
+    with pytest.raises(ValueError, match="another scorer"):
+        ScoreJournal(path, {**identity, "prm": "other"})
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("hello\n")
+    with pytest.raises(ValueError, match="not a prmsearch scoring journal"):
+        ScoreJournal(junk, identity)
+
+
+def test_cli_aggregate_resumes_from_the_journal_in_out(main, tmp_path, capsys, monkeypatch):
+    made = []
+
+    def build():
+        made.append(ScriptedScorer({}, default=0.7))
+        return made[-1]
+
+    monkeypatch.setitem(SCORERS._entries, "test-const", Entry("test-const", build))
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(HAND_ROW) + "\n")
+    out = tmp_path / "report"
+    args = ["aggregate", str(path), "--ns", "6", "--rescore", "--prm", "test-const", "--out", str(out)]
+    args.append("--json")
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (out / "scores.journal.jsonl").is_file() and made[-1].calls == [6]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "resuming: 6 responses already scored" in captured.err
+    assert made[-1].calls == []  # nothing left to score
+    second = json.loads(captured.out)
+    assert second["results"] == first["results"]
+    assert second["journal"]["resumed_responses"] == 6

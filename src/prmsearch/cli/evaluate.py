@@ -98,8 +98,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             rows = [dataclasses.replace(row, scores=None) for row in rows]
         needs_prm = any(row.scores is None for row in rows)
         wanted = needs_prm and args.prm
+        journal = _scoring_journal(args, config.delimiter) if wanted else None
         scorer = resolve_scorer(args.prm, args.prm_family, **dict(args.prm_arg)) if wanted else None
-        report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors)
+        try:
+            report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors, journal=journal)
+        finally:
+            if journal is not None:
+                journal.close()
     except input_errors() as exc:
         return fail("aggregate", exc)
     report["input"] = str(args.input)
@@ -109,6 +114,27 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         write_outputs(report, args.out)
     print(json.dumps(report) if args.json else markdown_table(report), end="" if not args.json else "\n")
     return 0
+
+
+def _scoring_journal(args: argparse.Namespace, delimiter: str):
+    """The journal PRM scores go to as they are made: ``--journal``, else one in ``--out``."""
+    from prmsearch.benchmarks.analysis.score_journal import ScoreJournal
+
+    path = args.journal or (Path(args.out) / "scores.journal.jsonl" if args.out else None)
+    if path is None:
+        return None
+    prm = Path(args.prm).expanduser()
+    identity = {
+        "prm": str(prm.resolve()) if prm.exists() else args.prm,
+        "family": args.prm_family,
+        "args": {key: str(value) for key, value in sorted(dict(args.prm_arg).items())},
+        "delimiter": delimiter,
+    }
+    journal = ScoreJournal(path, identity)
+    if journal.resumed:
+        print(f"prmsearch aggregate: resuming: {journal.resumed} responses already scored in {path}",
+              file=sys.stderr)
+    return journal
 
 
 def _add_aggregate(sub: argparse._SubParsersAction) -> None:
@@ -151,6 +177,11 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="responses per PRM call")
     parser.add_argument("--skip-bad-rows", action="store_true", help="record malformed rows and go on")
     parser.add_argument("--write-scores", default=None, metavar="PATH", help="save the scored rows as JSONL")
+    parser.add_argument(
+        "--journal", default=None, metavar="PATH",
+        help="append PRM scores here as they are made, and reuse them when the same command runs "
+        "again (default: scores.journal.jsonl in --out; none without --out)",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--out", default=None, help="folder for aggregate.json and aggregate.md")
     parser.set_defaults(func=cmd_aggregate)

@@ -35,6 +35,7 @@ import numpy as np
 
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.benchmarks.analysis.report import bootstrap_ci
+from prmsearch.benchmarks.analysis.score_journal import ScoreJournal, response_digest
 from prmsearch.benchmarks.datasets import DatasetError, DatasetFormatError
 from prmsearch.benchmarks.grading import DEFAULT_TIMEOUT_S, is_equivalent, search_matcher
 from prmsearch.benchmarks.prm_eval.processbench import iter_json_rows
@@ -211,23 +212,36 @@ def split_steps(response: str, delimiter: str) -> tuple[str, ...]:
 
 
 def score_missing(
-    scorer: Scorer, rows: Sequence[AggregateRow], config: AggregateConfig
+    scorer: Scorer,
+    rows: Sequence[AggregateRow],
+    config: AggregateConfig,
+    journal: ScoreJournal | None = None,
 ) -> tuple[list[AggregateRow], list[DatasetError]]:
     """Rows with PRM step scores filled in where they had none, in batched scorer calls.
 
     A response with no step (blank) gets an empty score list (it ranks last). A batch the
     scorer rejects is retried response by response; a response that still fails is an error
-    (raised, or with ``skip_bad_rows`` recorded and left unscored).
+    (raised, or with ``skip_bad_rows`` recorded and left unscored). With a ``journal``, scores
+    it already holds are reused and each batch's scores are appended as soon as they return,
+    so a killed run resumes where it stopped.
     """
     jobs: list[tuple[int, int, ScoreRequest]] = []
+    filled: dict[tuple[int, int], tuple[float, ...]] = {}
+    digests: dict[tuple[int, int], str] = {}
     for r, row in enumerate(rows):
         if row.scores is None:
             for k, response in enumerate(row.responses):
                 steps = split_steps(response, config.delimiter)
-                if steps:
-                    jobs.append((r, k, ScoreRequest(row.question, steps)))
+                if not steps:
+                    continue
+                if journal is not None:
+                    digest = digests[(r, k)] = response_digest(row.question, response, config.delimiter)
+                    saved = journal.get(row.index, k, digest)
+                    if saved is not None and len(saved) == len(steps):
+                        filled[(r, k)] = saved
+                        continue
+                jobs.append((r, k, ScoreRequest(row.question, steps)))
     jobs.sort(key=lambda job: sum(len(s) for s in job[2].steps))
-    filled: dict[tuple[int, int], tuple[float, ...]] = {}
     errors: list[DatasetError] = []
 
     def run(batch: Sequence[tuple[int, int, ScoreRequest]]) -> None:
@@ -236,6 +250,10 @@ def score_missing(
             raise ValueError(f"scorer returned {len(results)} results for {len(batch)} requests")
         for (r, k, request), result in zip(batch, results, strict=True):
             filled[(r, k)] = tuple(check_scores(request, result))
+            if journal is not None:
+                journal.record(rows[r].index, k, digests[(r, k)], filled[(r, k)])
+        if journal is not None:
+            journal.flush()
 
     for start in range(0, len(jobs), config.batch_size):
         batch = jobs[start : start + config.batch_size]
@@ -414,8 +432,10 @@ def run_aggregate(
     scorer: Scorer | None = None,
     errors: Iterable[DatasetError] = (),
     matcher: AnswerMatcher | None = None,
+    journal: ScoreJournal | None = None,
 ) -> tuple[dict[str, Any], list[AggregateRow]]:
-    """Score rows that lack scores (needs ``scorer``), then aggregate; returns report and rows."""
+    """Score rows that lack scores (needs ``scorer``, resuming from ``journal`` when given), then
+    aggregate; returns report and rows."""
     errors = list(errors)
     unscored = [row for row in rows if row.scores is None]
     if unscored:
@@ -425,10 +445,12 @@ def run_aggregate(
                 f"{len(unscored)} rows have no 'scores' (first at line {first.line}); give a PRM to "
                 "score them (--prm PATH --prm-family FAMILY) or add per-response scores"
             )
-        rows, scoring_errors = score_missing(scorer, rows, config)
+        rows, scoring_errors = score_missing(scorer, rows, config, journal)
         errors.extend(scoring_errors)
     report = aggregate(rows, config, matcher)
     report["scored_by_prm"] = len(unscored)
+    if journal is not None:
+        report["journal"] = {"path": str(journal.path), "resumed_responses": journal.resumed}
     report["errors"] = [str(e) for e in errors]
     return report, list(rows)
 
