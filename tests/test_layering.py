@@ -52,11 +52,13 @@ FLOORS = {
     "conformance": 11,
     "serve": 11,
     "viewer": 11,
+    "export": 11,
+    "distill": 11,
     "arith.training": 12,
     "perf.prm_kit": 12,
     "cli": 13,
 }
-TOP_ROOMS = ("prm", "planner", "perf", "conformance", "serve", "viewer")
+TOP_ROOMS = ("prm", "planner", "perf", "conformance", "serve", "viewer", "export", "distill")
 SIBLINGS = {
     frozenset({"policies", "scorers"}),
     frozenset({"benchmarks.sweeps", "benchmarks.prm_eval"}),

@@ -134,12 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _benchmark_commands(sub) -> None:
     from prmsearch.cli.evaluate import register_commands
+    from prmsearch.cli.export import register_export_command
     from prmsearch.cli.perf import register_perf_command
     from prmsearch.cli.plan import register_plan_command
+    from prmsearch.cli.train_policy import register_train_policy_command
 
     register_commands(sub)
     register_plan_command(sub)
     register_perf_command(sub)
+    register_export_command(sub)
+    register_train_policy_command(sub)
 
 
 _EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve, _add_view]
