@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Pages whose Python blocks are run (the front door and the three uses).
 RUN_PAGES = ["README.md", "docs/getting-started.md", "docs/uses/solve.md",
              "docs/uses/decoding-layer.md", "docs/uses/benchmark.md", "docs/real-models.md",
-             "docs/uses/serve.md", "docs/uses/view-trees.md"]
+             "docs/uses/serve.md", "docs/uses/view-trees.md", "docs/uses/training-data.md"]
 _BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 

@@ -27,7 +27,9 @@ class PolicyTrainConfig:
         max_length: rows are truncated to this many tokens.
         seed: the trainer's seed (data order and initialisation of LoRA weights).
         threads: torch CPU threads.
-        warmup_ratio: share of the steps spent warming the learning rate up.
+        warmup_ratio: share of the steps spent warming the learning rate up (Adam's first steps,
+            with fresh moments, move every weight by about the learning rate: without a warm-up a
+            small model's loss jumps tenfold at 3e-4).
     """
 
     method: str = "sft"
@@ -40,7 +42,7 @@ class PolicyTrainConfig:
     max_length: int = 1024
     seed: int = 0
     threads: int = 1
-    warmup_ratio: float = 0.05
+    warmup_ratio: float = 0.1
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -128,6 +128,7 @@ def train_policy(
     trained = trainer.model
     if config.lora_rank:
         trained = trained.merge_and_unload()
+    trained.config.use_cache = True  # the trainers turn the KV cache off for training; search needs it
     target.mkdir(parents=True, exist_ok=True)
     trained.save_pretrained(str(target))
     tokenizer.save_pretrained(str(target))
