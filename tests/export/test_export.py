@@ -104,7 +104,7 @@ def test_stepwise_labels_from_prm_mc_and_the_checker(run):
     for row in checked:
         if not row["correct"]:
             assert not all(row["labels"])  # a wrong answer has a wrong step the checker finds
-        assert row["labels"] == [s >= 0.5 for s in checker(row["prompt"].strip(), row["completions"])]
+        assert row["labels"] == [s >= 0.5 for s in checker(row["prompt"], row["completions"])]
 
 
 def test_without_gold_the_prm_vote_grades_the_paths(run, tmp_path):
@@ -167,7 +167,7 @@ def test_stripped_label_runs_say_how_to_restore_them(tmp_path):
     path.write_text(json.dumps({**row, "prompt": "What is 1+1?"}) + "\n")
     rows = build_rows([path], ExportConfig(kind="stepwise", paths="all", step_labels="source")).rows
     assert rows == [
-        {**rows[0], "prompt": "What is 1+1?\n\n", "completions": ["a", "b"], "labels": [True, True]}
+        {**rows[0], "prompt": "What is 1+1?", "completions": ["a", "b"], "labels": [True, True]}
     ]
 
 
@@ -258,3 +258,15 @@ def test_train_policy_names_missing_columns(exported, tmp_path, capsys):
         cli.main(["train-policy", str(exported / "sft"), "--steps", "0", "--out", str(tmp_path / "p")]) == 2
     )
     assert "--steps" in capsys.readouterr().err
+
+
+def test_stepwise_export_trains_a_prm_with_train_prm(run, tmp_path, capsys):
+    """TRL dropped its PRM trainer; the stepwise export feeds prmsearch's own train-prm unchanged."""
+    data = tmp_path / "stepwise"
+    assert cli.main(["export", str(run), "--kind", "stepwise", "--step-labels", "checker", "--checker",
+                     "arith-oracle", "--out", str(data)]) == 0  # fmt: skip
+    prm = tmp_path / "prm"
+    flags = ["train-prm", "--data", str(data / "data.jsonl"), "--out", str(prm), "--steps", "2",
+             "--batch-size", "4", "--warmup", "1", "--threads", "1", "--quiet", "--validation-fraction", "0"]
+    assert cli.main(flags) == 0
+    assert (prm / "config.json").is_file()

@@ -222,7 +222,7 @@ def stepwise_rows(
             continue
         seen.add(steps)
         row = _base(tree, values)
-        row["prompt"] = _prompt(tree, config)
+        row["prompt"] = tree.question  # TRL's stepwise rows: the bare question; the trainer adds the steps
         row["completions"] = list(steps)
         row["labels"] = labels
         row["correct"] = values.correct.get(node)
