@@ -18,6 +18,20 @@ from prmsearch.cli.errors import FlagError
 __all__ = ["cmd_export", "register_export_command"]
 
 
+def _system(args: argparse.Namespace) -> str | None:
+    """The chat system prompt: ``--system``, or the one of ``--prompt-format``."""
+    if args.prompt_format is None:
+        return args.system
+    if args.system is not None:
+        raise FlagError("--prompt-format", args.prompt_format, "give --system or --prompt-format, not both")
+    from prmsearch.engines.prompt_formats import get_prompt_format
+
+    fmt = get_prompt_format(args.prompt_format)
+    if not fmt.chat:
+        raise FlagError("--prompt-format", args.prompt_format, "is not a chat format; text rows need no system prompt")
+    return fmt.system
+
+
 def _command(args: argparse.Namespace, config) -> str:
     """The command line that makes this export again (for the card)."""
     words = ["prmsearch", "export", *args.sources, "--kind", config.kind, "--out", args.out]
@@ -34,6 +48,10 @@ def _command(args: argparse.Namespace, config) -> str:
     for flag, value in flags.items():
         if value is not None:
             words += [flag, str(value)]
+    if args.prompt_format:
+        words += ["--prompt-format", args.prompt_format]
+    elif args.system:
+        words += ["--system", args.system]
     if args.keep_duplicates:
         words.append("--keep-duplicates")
     return " ".join(shlex.quote(w) for w in words)
@@ -51,6 +69,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise FlagError(
             "--step-labels", "checker", "name the checker scorer with --checker (e.g. arith-oracle)"
         )
+    system = _system(args)
     try:
         config = ExportConfig(
             kind=args.kind,
@@ -66,7 +85,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             max_pairs=args.max_pairs,
             dedup=not args.keep_duplicates,
             delimiter=args.delimiter.encode("utf-8").decode("unicode_escape"),
-            system=args.system,
+            system=system,
         )
     except ValueError as exc:
         raise FlagError("--" + str(exc).split(" ")[0].replace("_", "-"), None, str(exc)) from None
@@ -171,6 +190,11 @@ def register_export_command(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--keep-duplicates", action="store_true", help="keep rows whose text repeats")
     parser.add_argument("--delimiter", default="\\n\\n", help="text between steps (default: blank line)")
     parser.add_argument("--system", default=None, help="a system prompt for the chat styles")
+    parser.add_argument(
+        "--prompt-format", default=None, metavar="NAME",
+        help="chat styles: the system prompt of this prompt format (e.g. step-by-step, the default of "
+        "chat models in a search), so the trained model is prompted as the search prompted it",
+    )
     parser.add_argument("--strategy", default=None, help="bench runs: only this strategy's trees")
     parser.add_argument("--budget", type=int, default=None, help="bench runs: only this budget's trees")
     parser.add_argument("--seed", type=int, default=None, help="bench runs: only this seed's trees")

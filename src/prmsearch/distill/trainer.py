@@ -92,6 +92,17 @@ def _quiet_progress(trainer: Any) -> None:
     trainer.add_callback(Progress())
 
 
+def _base_dtype(model_id: str) -> Any:
+    """The dtype the base is stored in (None when its config does not say)."""
+    import torch
+    from transformers import AutoConfig
+
+    value = getattr(AutoConfig.from_pretrained(model_id), "dtype", None)
+    if isinstance(value, str):
+        value = getattr(torch, value, None)
+    return value if isinstance(value, torch.dtype) else None
+
+
 def _settings(base: Path) -> dict[str, Any]:
     path = base / _SETTINGS
     if not path.is_file():
@@ -129,6 +140,9 @@ def train_policy(
     if config.lora_rank:
         trained = trained.merge_and_unload()
     trained.config.use_cache = True  # the trainers turn the KV cache off for training; search needs it
+    saved_dtype = _base_dtype(model_id)
+    if saved_dtype is not None and saved_dtype != torch.float32:
+        trained = trained.to(saved_dtype)  # trained in float32, kept as light as the base (bf16 for vLLM)
     target.mkdir(parents=True, exist_ok=True)
     trained.save_pretrained(str(target))
     tokenizer.save_pretrained(str(target))
