@@ -246,17 +246,22 @@ def test_verifier_refuses_a_verdict_word_that_is_not_one_token(policy_dir):
                     format_options={"good": "Y", "bad": "N", "turn": "?"})
 
 
-def test_auto_layout_packs_causal_models_on_a_cpu(scorers, family):
+def test_auto_layout_packs_wide_causal_models_on_a_cpu(scorers, family):
+    from prmsearch.scorers.hf import PACKING_MIN_HIDDEN, packs_by_default
+
     cached, _ = scorers
-    assert cached.packed is cached.causal
+    assert not cached.packed  # the test models are narrow: packing would not pay
+    assert packs_by_default(True, "cpu", PACKING_MIN_HIDDEN) and packs_by_default(True, "cpu", 896)
+    assert not packs_by_default(True, "cpu", 128) and not packs_by_default(True, "cuda", 4096)
+    assert not packs_by_default(False, "cpu", 4096)
 
 
 def test_packed_equals_padded_with_and_without_prefixes(family, family_dir, scorers):
     """Packed forwards (one row, each sequence attending to itself) give the padded scores and
     token counts, on fresh inputs and on children of cached prefixes."""
     cached, _ = scorers
-    if not cached.packed:
-        pytest.skip("this model is not packed")
+    if not cached.causal:
+        pytest.skip("this model cannot be packed")
     padded = make_scorer_for(family, family_dir, layout="padded")
     packed = make_scorer_for(family, family_dir, layout="packed")
     for scorer in (padded, packed):

@@ -28,7 +28,8 @@ def _system(args: argparse.Namespace) -> str | None:
 
     fmt = get_prompt_format(args.prompt_format)
     if not fmt.chat:
-        raise FlagError("--prompt-format", args.prompt_format, "is not a chat format; text rows need no system prompt")
+        fix = "is not a chat format; text rows need no system prompt"
+        raise FlagError("--prompt-format", args.prompt_format, fix)
     return fmt.system
 
 
