@@ -48,6 +48,9 @@ def _trainer(config: PolicyTrainConfig, model: Any, tokenizer: Any, data: Any, s
         "report_to": [],
         "seed": config.seed,
         "use_cpu": not torch.cuda.is_available(),
+        # TRL turns bf16 autocast on by default; on a CPU without fast bf16 that made each step 9x
+        # slower (the embedded policy: 66 s against 7 s for 6 steps of 16 rows)
+        "bf16": torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         "max_length": config.max_length,
         "disable_tqdm": True,
     }
