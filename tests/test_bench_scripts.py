@@ -20,13 +20,15 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_script(name: str, *args: str, threads: bool = True) -> subprocess.CompletedProcess:
+def run_script(
+    name: str, *args: str, threads: bool = True, timeout: int = 180
+) -> subprocess.CompletedProcess:
     """Run ``scripts/<name>`` with the current interpreter, offline, on one CPU thread."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / name), *(["--threads", "1"] if threads else []), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -212,3 +214,23 @@ def test_export_samples_gives_aggregate_rows_of_a_saved_bench(tmp_path):
     run_script("export_samples.py", "restore", str(stripped), str(restored), "--dataset", "arith",
                "--split", "test", threads=False)
     assert restored.read_text() == samples.read_text()
+
+
+def test_expert_iteration_smoke_runs_every_stage_and_resumes(tmp_path):
+    """Search, export, SFT, validation choice and test measurement at a tiny size; a second run
+    finds every stage complete and only rewrites the table."""
+    pytest.importorskip("trl")
+    out = tmp_path / "ei"
+    flags = ["--out", str(out), "--problems", "6", "--rounds", "1", "--lrs", "3e-5", "--eval-limit", "4",
+             "--settings", "gold"]  # fmt: skip
+    run_script("expert_iteration.py", *flags, timeout=900)
+    table = json.loads((out / "table.json").read_text())
+    rows = {(r["setting"], r["round"]): r for r in table["rows"]}
+    assert set(rows) == {("base", 0), ("gold", 1)}
+    assert rows[("gold", 1)]["rows"] > 0 and rows[("gold", 1)]["chosen"] == "gold-r1-lr3e-05"
+    assert {"greedy@1", "self_consistency@16", "beam@16"} <= set(rows[("gold", 1)]["test"])
+    assert (out / "gold-r1-lr3e-05" / "prmsearch.json").is_file()
+    log = (out / "log.txt").read_text()
+    run_script("expert_iteration.py", *flags, timeout=300)
+    assert (out / "log.txt").read_text() == log  # nothing ran twice
+    assert "| gold | 1 |" in (out / "table.md").read_text()
