@@ -19,6 +19,10 @@ ROOT = 0
 NO_PARENT = -1
 NO_GROUP = -1
 UNSCORED = float("nan")
+#: A step that already stands LOOP_TIMES times among the LOOP_WINDOW steps before it ends its path
+#: (:meth:`SearchTree.repeats_recent_step`).
+LOOP_WINDOW = 4
+LOOP_TIMES = 2
 
 _COLUMNS = (
     "parent",
@@ -230,7 +234,7 @@ class SearchTree:
         text = self.step_text
         return tuple(text[i] for i in self.path(node))
 
-    def repeats_recent_step(self, node: int, window: int = 4, times: int = 2) -> bool:
+    def repeats_recent_step(self, node: int, window: int = LOOP_WINDOW, times: int = LOOP_TIMES) -> bool:
         """Whether ``node``'s step text (spacing aside) already stands ``times`` times among the
         ``window`` steps before it on its path: a model caught in a loop, whose path the driver
         ends. One repeat alone is not a loop (an arithmetic step may rightly recur: on the

@@ -52,6 +52,25 @@ def path_score(tree: SearchTree, node: int, aggregation: Aggregation) -> float:
     return tree.path_sum[node] / depth if depth else math.nan
 
 
+def ranked_path_scores(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[float]:
+    """:func:`ranking_key` of :func:`path_score` for each of ``nodes``, the column chosen once
+    (a strategy ranking a round's candidates calls this, not ``path_score`` per node)."""
+    if aggregation is Aggregation.LAST:
+        column = tree.score
+    elif aggregation is Aggregation.MIN:
+        column = tree.path_min
+    elif aggregation is Aggregation.PROD:
+        column = tree.path_prod
+    else:
+        column = None
+    if column is not None:
+        values = [column[node] for node in nodes]
+    else:
+        path_sum, depth = tree.path_sum, tree.depth
+        values = [path_sum[node] / depth[node] if depth[node] else math.nan for node in nodes]
+    return [-math.inf if value != value else value for value in values]  # NaN ranks last
+
+
 def aggregate_scores(scores: Sequence[float], aggregation: Aggregation | str) -> float:
     """Aggregate a plain sequence of step scores (NaN for an empty sequence)."""
     aggregation = Aggregation.parse(aggregation)

@@ -22,7 +22,7 @@ from prmsearch.search.protocol import Expand
 from prmsearch.search.results import RunStats
 from prmsearch.seeding import mix_seed
 from prmsearch.steps import split_steps
-from prmsearch.tree import SearchTree
+from prmsearch.tree import LOOP_TIMES, LOOP_WINDOW, SearchTree
 
 #: a path's new nodes ``first..last`` (consecutive ids: one step, or a whole solution's chain)
 Span = tuple[int, int]
@@ -201,16 +201,24 @@ class TreeWriter:
             [sample.token_logprobs for sample in sample_list],
         )
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
-        for child, sample, text in zip(range(first, first + len(parents)), sample_list, texts):
-            if (  # the common case, decided here: a step that does not end its path
-                sample.finish is step
-                and depth[child] < max_depth
-                and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
-                and text.strip()
-                and not tree.repeats_recent_step(child)
-            ):
-                continue
-            self.classify(job, child, sample.finish)
+        child = first
+        for request, gen in zip(requests, gens):
+            # the loop check of every child of one parent reads the same recent steps: strip them once
+            recent = [text.strip() for text in request.steps[-LOOP_WINDOW:]]
+            for sample in gen.samples:
+                text = texts[child - first]
+                stripped = text.strip()
+                if (  # the common case, decided here: a step that does not end its path
+                    sample.finish is step
+                    and depth[child] < max_depth
+                    and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
+                    and stripped
+                    and recent.count(stripped) < LOOP_TIMES
+                ):
+                    child += 1
+                    continue
+                self.classify(job, child, sample.finish)
+                child += 1
         child = first
         paths: dict[int, tuple[str, ...]] = {}
         for request, gen in zip(requests, gens):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.search.aggregation import path_score, ranking_key
+from prmsearch.search.aggregation import ranked_path_scores
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, require_divides, width_for_budget
@@ -68,7 +68,9 @@ def beam_search(tree: SearchTree, cfg: BeamConfig, rng: np.random.Generator) -> 
     while requests:
         groups = yield Expand(requests)
         candidates = [child for group in groups for child in group]
-        candidates.sort(key=lambda c: -ranking_key(path_score(tree, c, cfg.aggregation)))
+        keys = ranked_path_scores(tree, candidates, cfg.aggregation)
+        order = sorted(range(len(candidates)), key=keys.__getitem__, reverse=True)  # stable on ties
+        candidates = [candidates[i] for i in order]
         kept = candidates[: cfg.beams - len(finished)]
         finished.extend(c for c in kept if tree.terminal[c])
         requests = tuple((c, cfg.width) for c in kept if not tree.terminal[c])
