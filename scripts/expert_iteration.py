@@ -137,6 +137,43 @@ def train(
     return out
 
 
+def choose_and_measure(data, base, prefix, method, lrs, epochs, args, timed, log):
+    """Train ``base`` on ``data`` at each learning rate, keep the best greedy accuracy on
+    validation (the smaller rate on ties), and measure it once on test.
+
+    Returns (chosen folder, its validation figures, its test figures, greedy accuracy of each tried).
+    """
+    candidates = []
+    for lr in lrs:
+        trained = timed(
+            "train", train, data, base, args.out / f"{prefix}-lr{lr:g}", method, lr, epochs, args.threads, log
+        )
+        val = timed(
+            "eval",
+            evaluate,
+            trained,
+            "validation",
+            trained.with_name(trained.name + "-validation"),
+            args.eval_limit,
+            args.threads,
+            log,
+            full=False,
+        )
+        candidates.append((val["greedy@1"], -lr, trained, val))
+    _, _, chosen, val = max(candidates, key=lambda c: (c[0], c[1]))
+    test = timed(
+        "eval",
+        evaluate,
+        chosen,
+        "test",
+        chosen.with_name(chosen.name + "-test"),
+        args.eval_limit,
+        args.threads,
+        log,
+    )
+    return chosen, val, test, {c[2].name: c[3]["greedy@1"] for c in candidates}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -229,42 +266,8 @@ def main() -> int:
                     "jsonl,disk",
                     log=log,
                 )
-            candidates = []
-            for lr in lrs:
-                trained = timed(
-                    "train",
-                    train,
-                    data,
-                    policy_path,
-                    out / f"{setting}-r{round_}-lr{lr:g}",
-                    "sft",
-                    lr,
-                    args.epochs,
-                    args.threads,
-                    log,
-                )
-                val = timed(
-                    "eval",
-                    evaluate,
-                    trained,
-                    "validation",
-                    trained.with_name(trained.name + "-validation"),
-                    args.eval_limit,
-                    args.threads,
-                    log,
-                    full=False,
-                )
-                candidates.append((val["greedy@1"], -lr, trained, val))
-            _, _, chosen, val = max(candidates, key=lambda c: (c[0], c[1]))
-            test = timed(
-                "eval",
-                evaluate,
-                chosen,
-                "test",
-                chosen.with_name(chosen.name + "-test"),
-                args.eval_limit,
-                args.threads,
-                log,
+            chosen, val, test, tried = choose_and_measure(
+                data, policy_path, f"{setting}-r{round_}", "sft", lrs, args.epochs, args, timed, log
             )
             card = json.loads((data / "export.json").read_text())
             table.append(
@@ -276,7 +279,7 @@ def main() -> int:
                     "test": test,
                     "rows": card["counts"]["rows"],
                     "search": search_cost(search),
-                    "tried": {c[2].name: c[3]["greedy@1"] for c in candidates},
+                    "tried": tried,
                 }
             )
             policy = policy_path = chosen
@@ -296,22 +299,9 @@ def main() -> int:
                 str(pairs),
                 log=log,
             )
-        candidates = []
-        for lr in [float(x) for x in args.dpo_lrs.split(",")]:
-            trained = train(pairs, base, out / f"dpo-r1-lr{lr:g}", "dpo", lr, 1.0, args.threads, log)
-            val = evaluate(
-                trained,
-                "validation",
-                trained.with_name(trained.name + "-validation"),
-                args.eval_limit,
-                args.threads,
-                log,
-                full=False,
-            )
-            candidates.append((val["greedy@1"], -lr, trained, val))
-        _, _, chosen, val = max(candidates, key=lambda c: (c[0], c[1]))
-        test = evaluate(
-            chosen, "test", chosen.with_name(chosen.name + "-test"), args.eval_limit, args.threads, log
+        dpo_lrs = [float(x) for x in args.dpo_lrs.split(",")]
+        chosen, val, test, tried = choose_and_measure(
+            pairs, base, "dpo-r1", "dpo", dpo_lrs, 1.0, args, timed, log
         )
         card = json.loads((pairs / "export.json").read_text())
         table.append(
@@ -322,7 +312,7 @@ def main() -> int:
                 "validation": val,
                 "test": test,
                 "rows": card["counts"]["rows"],
-                "tried": {c[2].name: c[3]["greedy@1"] for c in candidates},
+                "tried": tried,
             }
         )
     (out / "table.json").write_text(json.dumps({"rows": table, "timings_s": timings}, indent=2) + "\n")
