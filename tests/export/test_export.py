@@ -69,15 +69,20 @@ def test_preference_pairs_prefer_right_paths_and_better_steps(run):
         assert is_equivalent(_answer(row["chosen"]), row["reference"])
         assert not is_equivalent(_answer(row["rejected"]), row["reference"])
         assert row["margin"] == 1.0
-    for row in step:
-        assert row["chosen"] != row["rejected"] and "\n\n" not in row["chosen"]
+    for row in step:  # each side runs from its step to the end of a finished path (TRL adds EOS)
+        assert row["chosen_step"] != row["rejected_step"]
+        assert row["chosen"].startswith(row["chosen_step"])
+        assert row["rejected"].startswith(row["rejected_step"])
+        assert _answer(row["chosen"]) is not None and row["prompt"].endswith("\n\n")
         assert (
             row["chosen_score"] - row["rejected_score"] == pytest.approx(row["margin"]) and row["margin"] > 0
         )
         assert row["prompt"].count("\n\n") == row["depth"] + 1  # the question, then each step of the prefix
-    cut = max(r["margin"] for r in step)
+    only_steps = build_rows([run], ExportConfig(kind="preference", pairs="step")).rows
+    assert len(only_steps) >= len(step)  # "both" writes a root pair equal to a solution pair once
+    cut = max(r["margin"] for r in only_steps)
     strict = build_rows([run], ExportConfig(kind="preference", pairs="step", min_margin=cut)).rows
-    assert strict and len(strict) == sum(r["margin"] >= cut for r in step)
+    assert strict and len(strict) == sum(r["margin"] >= cut for r in only_steps)
     assert not build_rows([run], ExportConfig(kind="preference", pairs="step", min_margin=cut + 1e-9)).rows
     capped = build_rows([run], ExportConfig(kind="preference", max_pairs=1)).rows
     problems = [r["source"] for r in capped]

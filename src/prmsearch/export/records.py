@@ -146,6 +146,28 @@ def _step_pairs(tree: ProblemTree, values: PathValues) -> list[tuple[int, int, f
     return pairs
 
 
+def _finished_below(tree: ProblemTree, values: PathValues) -> dict[int, list[int]]:
+    """For each node, the finished paths (terminal nodes) below it or at it."""
+    below: dict[int, list[int]] = {}
+    for end in values.path_score:
+        node = end
+        while node > ROOT:
+            below.setdefault(node, []).append(end)
+            node = tree.nodes[node].parent
+    return below
+
+
+def _ending(values: PathValues, ends: Sequence[int], right: bool) -> int:
+    """The best-scored finished path among ``ends``, taken among the right ones (``right``) or
+    the wrong ones where the tree is graded and has such a path."""
+    def score(node: int) -> float:
+        value = values.path_score.get(node, math.nan)
+        return -math.inf if math.isnan(value) else value
+
+    wanted = [e for e in ends if values.correct.get(e) is right] if values.correct else []
+    return min(wanted or ends, key=lambda e: (-score(e), e))
+
+
 def preference_rows(tree: ProblemTree, values: PathValues, config: ExportConfig) -> list[dict[str, Any]]:
     """DPO pairs of one tree, largest margin first, at most ``max_pairs`` of them."""
     candidates: list[tuple[float, int, dict[str, Any]]] = []
@@ -155,20 +177,26 @@ def preference_rows(tree: ProblemTree, values: PathValues, config: ExportConfig)
             row["prompt"] = _prompt(tree, config)
             row["chosen"] = _completion(tree.steps(good), config)
             row["rejected"] = _completion(tree.steps(bad), config)
-            row.update(pair="solution", margin=margin, depth=0,
+            row.update(pair="solution", margin=margin, depth=0, chosen_step=None, rejected_step=None,
                        chosen_score=_number(values.path_score.get(good, math.nan)),
                        rejected_score=_number(values.path_score.get(bad, math.nan)))  # fmt: skip
             candidates.append((margin, len(candidates), row))
     if config.pairs in ("step", "both"):
+        below = _finished_below(tree, values)
         for good, bad, margin in _step_pairs(tree, values):
             parent = tree.nodes[good].parent
             prefix = tree.steps(parent) if parent != ROOT else ()
+            # each side runs from its step to the end of a finished path below it (the best right
+            # one for the chosen step, the best wrong one for the rejected), because a trainer ends
+            # every completion with EOS: a lone step would teach the policy to stop after one step
+            chosen = tree.steps(_ending(values, below[good], right=True))[len(prefix):]
+            rejected = tree.steps(_ending(values, below[bad], right=False))[len(prefix):]
             row = _base(tree, values)
             row["prompt"] = _prompt(tree, config, prefix)
-            row["chosen"] = _completion([tree.nodes[good].step], config, prefix)
-            row["rejected"] = _completion([tree.nodes[bad].step], config, prefix)
-            row.update(pair="step", margin=margin, depth=len(prefix),
-                       chosen_score=_number(values.value[good]),
+            row["chosen"] = _completion(chosen, config, prefix)
+            row["rejected"] = _completion(rejected, config, prefix)
+            row.update(pair="step", margin=margin, depth=len(prefix), chosen_step=tree.nodes[good].step,
+                       rejected_step=tree.nodes[bad].step, chosen_score=_number(values.value[good]),
                        rejected_score=_number(values.value[bad]))  # fmt: skip
             candidates.append((margin, len(candidates), row))
     candidates.sort(key=lambda c: (-c[0], c[1]))
