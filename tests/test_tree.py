@@ -8,7 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prmsearch.search.aggregation import Aggregation, aggregate_scores, path_score
+from prmsearch.search.aggregation import (
+    Aggregation,
+    aggregate_scores,
+    path_score,
+    ranked_path_scores,
+    ranking_key,
+)
 from prmsearch.tree import NO_PARENT, ROOT, SearchTree
 
 
@@ -102,6 +108,9 @@ def test_tree_invariants(tree):
             scores = tree.step_scores(node)
             for agg in Aggregation:
                 assert math.isclose(path_score(tree, node, agg), aggregate_scores(scores, agg), rel_tol=1e-9)
+    nodes = list(tree.iter_nodes())
+    for agg in Aggregation:  # the column form strategies rank with equals the per-node form
+        assert ranked_path_scores(tree, nodes, agg) == [ranking_key(path_score(tree, n, agg)) for n in nodes]
     assert set(tree.leaves()) == {n for n in tree.iter_nodes() if not tree.children(n)}
     assert sum(len(tree.children(n)) for n in tree.iter_nodes()) == len(tree) - 1
     assert SearchTree.from_json(tree.to_json()) == tree
