@@ -1,6 +1,6 @@
 """The ``prmsearch`` command: every subcommand's parser lives in this package (``solve`` and
 ``strategies``, ``bench``, ``aggregate`` and ``eval-prm`` in :mod:`prmsearch.cli.evaluate`,
-``plan``, ``perf``, ``label`` and ``train-prm``, ``serve``, ``view``).
+``plan``, ``perf``, ``export`` and ``train-policy``, ``label`` and ``train-prm``, ``serve``, ``view``).
 
 Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
 the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
