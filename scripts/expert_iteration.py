@@ -189,6 +189,9 @@ def main() -> int:
     )
     parser.add_argument("--dpo-lrs", default="1e-6,1e-5")
     parser.add_argument(
+        "--dpo-max-pairs", type=int, default=0, help="at most K step pairs per problem (0: no limit)"
+    )
+    parser.add_argument(
         "--eval-limit", type=int, default=None, help="first N problems of validation/test only"
     )
     parser.add_argument("--threads", type=int, default=1)
@@ -297,6 +300,8 @@ def main() -> int:
                 "gold",
                 "--out",
                 str(pairs),
+                "--max-pairs",
+                str(args.dpo_max_pairs),
                 log=log,
             )
         dpo_lrs = [float(x) for x in args.dpo_lrs.split(",")]
