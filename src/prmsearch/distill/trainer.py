@@ -17,10 +17,10 @@ from typing import Any
 
 from prmsearch.distill.config import PolicyTrainConfig
 from prmsearch.distill.data import load_training_data
+from prmsearch.engines.prompt_formats import SETTINGS_FILE, read_settings
 
 __all__ = ["train_policy"]
 
-_SETTINGS = "prmsearch.json"
 
 
 def _trl():
@@ -106,14 +106,6 @@ def _base_dtype(model_id: str) -> Any:
     return value if isinstance(value, torch.dtype) else None
 
 
-def _settings(base: Path) -> dict[str, Any]:
-    path = base / _SETTINGS
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else {}
-
-
 def train_policy(
     data_path: str | Path, base: str | Path, out: str | Path, config: PolicyTrainConfig
 ) -> dict[str, Any]:
@@ -164,9 +156,9 @@ def train_policy(
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
     }
-    settings = _settings(base_dir) if base_dir.is_dir() else {}
+    settings = read_settings(base_dir) if base_dir.is_dir() else {}
     settings["trained_with"] = record
-    (target / _SETTINGS).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    (target / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
     (target / "training.json").write_text(
         json.dumps({**record, "log_history": trainer.state.log_history}, indent=2, default=str) + "\n",
         encoding="utf-8",

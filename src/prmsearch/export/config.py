@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from prmsearch.export.values import REFERENCES
+from prmsearch.search.aggregation import Aggregation
 
 __all__ = ["KINDS", "PAIRS", "PATHS", "STEP_LABELS", "STYLES", "ExportConfig"]
 
@@ -22,7 +23,7 @@ PAIRS = ("solution", "step", "both")
 #: Where stepwise labels come from: PRM scores thresholded, the tree's MC values, the label
 #: run's own labels, or a checker scorer (``checker``).
 STEP_LABELS = ("prm", "mc", "source", "checker")
-_AGGREGATIONS = ("min", "mean", "prod", "last")
+_AGGREGATIONS = tuple(a.value for a in Aggregation)
 
 
 @dataclass(frozen=True)

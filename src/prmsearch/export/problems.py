@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmsearch.search.aggregation import Aggregation
 from prmsearch.tree_graph import FORMAT
 
 __all__ = ["ExportNode", "ProblemTree", "TreeFormatError", "problem_from_graph", "problem_from_label_rows"]
 
 ROOT = 0
-_AGGREGATIONS = ("min", "mean", "prod", "last")
+_AGGREGATIONS = tuple(a.value for a in Aggregation)
 
 
 class TreeFormatError(ValueError):

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from prmsearch.export.config import ExportConfig
 from prmsearch.export.problems import ROOT, ProblemTree
 from prmsearch.export.values import PathValues
+from prmsearch.search.aggregation import ranking_key
 
 __all__ = ["Checker", "preference_rows", "rows_of", "scorer_checker", "sft_rows", "stepwise_rows"]
 
@@ -35,6 +37,11 @@ def scorer_checker(name: str) -> Checker:
         return [float(v) for v in scorer.score([ScoreRequest(question, tuple(steps))])[0].scores]
 
     return check
+
+
+def _path_rank(values: PathValues, node: int) -> float:
+    """A finished path's score as a sort key (unscored: below every score)."""
+    return ranking_key(values.path_score.get(node, math.nan))
 
 
 def _number(value: float) -> float | None:
@@ -56,11 +63,7 @@ def _completion(steps: Sequence[str], config: ExportConfig, prefix: Sequence[str
 
 def _chosen_paths(tree: ProblemTree, values: PathValues, config: ExportConfig) -> list[int]:
     """The terminal nodes whose paths become rows, best-scored first where order matters."""
-
-    def score(node: int) -> float:
-        value = values.path_score.get(node, math.nan)
-        return -math.inf if math.isnan(value) else value
-
+    score = partial(_path_rank, values)
     if config.paths == "chosen":
         node = tree.chosen
         if node is None or node not in values.path_score:
@@ -112,11 +115,7 @@ def _solution_pairs(tree: ProblemTree, values: PathValues) -> list[tuple[int, in
     """(chosen, rejected, margin) of whole solutions: right against wrong, the best-scored of each
     paired first (so the wrong paths the PRM liked most are the ones rejected); ungraded, the
     best-scored against the worst, margin the score difference."""
-
-    def score(node: int) -> float:
-        value = values.path_score.get(node, math.nan)
-        return -math.inf if math.isnan(value) else value
-
+    score = partial(_path_rank, values)
     if values.correct:
         right = sorted((n for n, ok in values.correct.items() if ok), key=lambda n: (-score(n), n))
         wrong = sorted((n for n, ok in values.correct.items() if not ok), key=lambda n: (-score(n), n))
@@ -160,9 +159,7 @@ def _finished_below(tree: ProblemTree, values: PathValues) -> dict[int, list[int
 def _ending(values: PathValues, ends: Sequence[int], right: bool) -> int:
     """The best-scored finished path among ``ends``, taken among the right ones (``right``) or
     the wrong ones where the tree is graded and has such a path."""
-    def score(node: int) -> float:
-        value = values.path_score.get(node, math.nan)
-        return -math.inf if math.isnan(value) else value
+    score = partial(_path_rank, values)
 
     wanted = [e for e in ends if values.correct.get(e) is right] if values.correct else []
     return min(wanted or ends, key=lambda e: (-score(e), e))

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prmsearch.export.config import ExportConfig
-from prmsearch.export.problems import ProblemTree
 from prmsearch.export.records import Checker, rows_of
 from prmsearch.export.sources import ExportError, SourceFilter, read_sources
 from prmsearch.export.values import tree_values
@@ -32,7 +31,7 @@ class ExportReport:
     problems_with_rows: int = 0
     skipped: Counter = field(default_factory=Counter)
     errors: list[ExportError] = field(default_factory=list)
-    trees: list[ProblemTree] = field(default_factory=list)
+    metas: list[Mapping[str, Any]] = field(default_factory=list)  # the trees' meta (for the card)
 
     def counts(self) -> dict[str, int]:
         out = {
@@ -62,7 +61,7 @@ def build_rows(
             report.errors.append(item)
             continue
         report.problems_read += 1
-        report.trees.append(item)
+        report.metas.append(item.meta)
         values = tree_values(item, config.aggregation, config.reference, equivalent)
         if values is None:
             report.skipped["without_gold"] += 1
@@ -76,9 +75,9 @@ def build_rows(
     return report
 
 
-def _manifests(trees: Sequence[ProblemTree]) -> dict[str, dict[str, Any]]:
+def _manifests(metas: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
-    for run in sorted({str(t.meta["run"]) for t in trees if "run" in t.meta}):
+    for run in sorted({str(m["run"]) for m in metas if "run" in m}):
         try:
             found[run] = json.loads((Path(run) / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
@@ -93,20 +92,21 @@ def _card(
     command: str,
     files: dict[str, str],
 ) -> dict[str, Any]:
-    manifests = _manifests(report.trees)
+    metas = report.metas
+    manifests = _manifests(metas)
     settings = [m.get("config", {}) for m in manifests.values()]
     policies = sorted({str(s.get("policy") or "embedded arithmetic policy") for s in settings})
     prms = sorted({f"{s.get('prm') or 'embedded arithmetic PRM'}"
                    + (f" ({s['prm_family']})" if s.get("prm_family") else "") for s in settings})  # fmt: skip
-    labelled = sorted({str(t.meta.get("policy")) for t in report.trees if t.meta.get("method")})
+    labelled = sorted({str(m.get("policy")) for m in metas if m.get("method")})
     return {
         "command": command,
         "sources": [str(s) for s in sources],
         "policy": policies + [p for p in labelled if p not in policies and p != "None"],
         "prm": prms,
-        "strategy": sorted({str(t.meta["strategy"]) for t in report.trees if "strategy" in t.meta}),
-        "budget": sorted({int(t.meta["budget"]) for t in report.trees if "budget" in t.meta}),
-        "label_method": sorted({str(t.meta["method"]) for t in report.trees if t.meta.get("method")}),
+        "strategy": sorted({str(m["strategy"]) for m in metas if "strategy" in m}),
+        "budget": sorted({int(m["budget"]) for m in metas if "budget" in m}),
+        "label_method": sorted({str(m["method"]) for m in metas if m.get("method")}),
         "config": asdict(config),
         "counts": report.counts(),
         "files": sorted(files),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +58,17 @@ class SourceFilter:
 
 
 def _result_rows(run: Path) -> dict[tuple[str, str, int, int], dict[str, Any]]:
-    """The run's rows by (qid, strategy, budget, seed); torn or odd lines are left out."""
-    rows: dict[tuple[str, str, int, int], dict[str, Any]] = {}
-    path = run / _RESULTS
-    if not path.is_file():
-        return rows
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-            rows[(str(row["qid"]), str(row["strategy"]), int(row["budget"]), int(row["seed"]))] = row
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return rows
+    """The run's rows by key (the last one written wins, as on a resume); none when the file is
+    missing or damaged, and then the trees are exported without the check against their rows."""
+    from prmsearch.benchmarks.sweeps.results import ResultsFolder, ResultsFolderError
+    from prmsearch.benchmarks.sweeps.rows import row_key
+
+    if not (run / _RESULTS).is_file():
+        return {}
+    try:
+        return {row_key(row): row for row in ResultsFolder(run).rows()}
+    except ResultsFolderError:
+        return {}
 
 
 def _bench_run(run: Path, keep: SourceFilter) -> Iterator[ProblemTree | ExportError]:
@@ -123,8 +122,6 @@ def _bench_run(run: Path, keep: SourceFilter) -> Iterator[ProblemTree | ExportEr
 
 
 def _with_meta(tree: ProblemTree, extra: dict[str, Any]) -> ProblemTree:
-    from dataclasses import replace
-
     return replace(tree, meta={**tree.meta, **extra})
 
 

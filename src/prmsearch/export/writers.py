@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.benchmarks.sweeps.results import write_atomically
+
 __all__ = ["FORMATS", "write_card", "write_rows"]
 
 #: What ``--format`` accepts: ``jsonl``, ``disk`` (save_to_disk) and ``parquet``.
@@ -50,11 +52,7 @@ def write_rows(rows: Sequence[Mapping[str, Any]], out: str | Path, formats: Sequ
     written: dict[str, str] = {}
     if "jsonl" in formats:
         final = folder / "data.jsonl"
-        temporary = final.with_name(final.name + ".tmp")
-        with temporary.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        _replace(temporary, final)
+        write_atomically(final, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         written["jsonl"] = str(final)
     if ("disk" in formats or "parquet" in formats) and rows:
         dataset = _dataset(rows)
@@ -111,11 +109,5 @@ def _card_text(card: Mapping[str, Any]) -> str:
 def write_card(card: Mapping[str, Any], out: str | Path) -> None:
     """``export.json`` and ``README.md`` describing the export (sources, settings, counts, errors)."""
     folder = Path(out)
-    for name, text in (
-        ("export.json", json.dumps(card, indent=2, default=str) + "\n"),
-        ("README.md", _card_text(card)),
-    ):
-        final = folder / name
-        temporary = final.with_name(name + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, final)
+    write_atomically(folder / "export.json", json.dumps(card, indent=2, default=str) + "\n")
+    write_atomically(folder / "README.md", _card_text(card))
