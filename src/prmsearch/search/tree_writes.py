@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+from numpy import ndarray
 
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import ModelCost
@@ -201,36 +202,35 @@ class TreeWriter:
             [sample.token_logprobs for sample in sample_list],
         )
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
+        question, logprob_request = tree.question, self.score_request if self.reads_logprobs else None
+        paths: dict[int, tuple[str, ...]] = {}
         child = first
         for request, gen in zip(requests, gens):
-            # the loop check of every child of one parent reads the same recent steps: strip them once
-            recent = [text.strip() for text in request.steps[-LOOP_WINDOW:]]
+            # one pass per child: end its path where it must, and build its score request.
+            # The loop check of every child of one parent reads the same recent steps: strip them once
+            steps = request.steps
+            recent = [text.strip() for text in steps[-LOOP_WINDOW:]]
+            start = child
             for sample in gen.samples:
-                text = texts[child - first]
+                text = sample.text
                 stripped = text.strip()
-                if (  # the common case, decided here: a step that does not end its path
+                if not (  # the common case: a step that does not end its path
                     sample.finish is step
                     and depth[child] < max_depth
                     and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
                     and stripped
                     and recent.count(stripped) < LOOP_TIMES
                 ):
-                    child += 1
-                    continue
-                self.classify(job, child, sample.finish)
-                child += 1
-        child = first
-        paths: dict[int, tuple[str, ...]] = {}
-        for request, gen in zip(requests, gens):
-            k = len(gen.samples)
-            reply.append(list(range(child, child + k)))
-            steps = request.steps
-            for text in texts[child - first : child - first + k]:
+                    self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
-                score_requests.append(self.score_request(tree, path, child))
+                score_requests.append(
+                    ScoreRequest(question, path) if logprob_request is None
+                    else logprob_request(tree, path, child)
+                )
+                spans.append((child, child))
                 child += 1
+            reply.append(list(range(start, child)))
         job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
-        spans.extend((node, node) for node in range(first, first + len(parents)))
         self.stats.nodes += len(tree) - size_before
         return reply, spans, score_requests
 
@@ -292,9 +292,16 @@ class TreeWriter:
             if result is None:
                 end_too_long(job, last)
                 continue
-            try:  # one new step (the common case) is checked in O(1)
+            try:  # one new step (the common case) is checked in O(1), inline: a few attribute reads
                 if first == last:
-                    values = [last_score(request, result)]
+                    raw = result.scores
+                    if (
+                        type(raw) is ndarray and raw.ndim == 1 and raw.shape[0] == len(request.steps) > 0
+                        and 0.0 <= (value := float(raw[-1])) <= 1.0  # also rejects NaN
+                    ):
+                        values = [value]
+                    else:
+                        values = [last_score(request, result)]
                 else:
                     values = check_scores(request, result)[first - last - 1 :]
             except Exception as exc:  # scores of the wrong shape or out of [0, 1]
