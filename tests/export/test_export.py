@@ -241,7 +241,9 @@ def test_trl_trains_the_embedded_policy_on_the_export_unchanged(exported, tmp_pa
         str(out),
     ]
     assert cli.main(flags) == 0
-    printed = json.loads(capsys.readouterr().out.splitlines()[0])
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out.splitlines()[0])
+    assert "train-policy: step 2/2 loss" in captured.err and "min left)" in captured.err  # progress
     assert printed["steps"] == 2 and printed["rows"] > 0 and math.isfinite(printed["last_loss"])
     settings = json.loads((out / "prmsearch.json").read_text())
     assert settings["prompt_format"] == "plain" and settings["trained_with"]["config"]["method"] == method
