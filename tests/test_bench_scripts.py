@@ -234,3 +234,19 @@ def test_expert_iteration_smoke_runs_every_stage_and_resumes(tmp_path):
     run_script("expert_iteration.py", *flags, timeout=300)
     assert (out / "log.txt").read_text() == log  # nothing ran twice
     assert "| gold | 1 |" in (out / "table.md").read_text()
+
+
+def test_real_model_table_reads_the_stored_rows_and_keeps_partial_cells_out(tmp_path):
+    plot = tmp_path / "acc.png"
+    proc = run_script("real_model_table.py", "--plot", str(plot), threads=False)
+    table = proc.stdout
+    # greedy and majority@16 over the stored 100-problem sample: 25 and 31 right
+    assert "| greedy | - | 1 | 25 | 17-34 | 25 |" in table
+    assert "| self_consistency | - | 16 | 31 |" in table
+    assert "voting at its FLOPs" in table
+    # a cell with fewer rows than problems is listed apart, with its count, never in the table
+    partial = table.split("Partial cells")[1] if "Partial cells" in table else ""
+    for line in partial.splitlines():
+        if line.startswith("- "):
+            assert " of 100 rows, " in line
+    assert plot.stat().st_size > 10_000
