@@ -239,7 +239,7 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     by_strategy: dict[str, list[dict]] = defaultdict(list)
     for run in summary["runs"]:
         by_strategy[run["strategy"]].append(run)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2))
     for strategy, runs in sorted(by_strategy.items()):
         per_budget: dict[int, list[dict]] = defaultdict(list)
         for run in runs:
@@ -260,7 +260,7 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     for ax in (left, right):
         ax.set_ylabel("accuracy (%)")
         ax.grid(alpha=0.3)
-    right.legend(fontsize=8, loc="lower right")
+    right.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))  # beside: never over a point
     fig.suptitle(f"{summary['dataset']} ({summary['n_problems']} problems)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
