@@ -27,7 +27,6 @@ summarize.py with prmsearch's grader) and the raw-engine baseline for the same t
 """
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -55,7 +54,6 @@ from prm_adapter import make_core  # noqa: E402
 aiohttp.client.DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=3600, sock_connect=30)
 STEP_SEP = C.STEP_SEP
 ERROR_TEXT = "[request failed] \\boxed{}"
-WARM_QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have now?"
 
 
 class CountingOpenAILM(OpenAICompatibleLanguageModel):
@@ -206,63 +204,27 @@ def run_once(name, problems, core, a, system):
         budget=a.budget, wall_s=round(wall, 3), problems_per_s=round(len(problems) / wall, 4),
         gen_tokens=lm.usage.completion_tokens,
         gen_tok_per_s=round(lm.usage.completion_tokens / wall, 1),
-        http_requests=lm.usage.num_calls, http_requests_server=d["http_requests"],
-        prompt_tokens=lm.usage.prompt_tokens, server_gen_tokens=d["generation_tokens"],
-        server_prompt_tokens=d["prompt_tokens"], server_requests_success=d["request_success"],
-        prefix_cache_hits=d["prefix_cache_hits"], prefix_cache_queries=d["prefix_cache_queries"],
-        prefix_hit_rate=round(d["prefix_cache_hits"] / max(1, d["prefix_cache_queries"]), 3),
+        http_requests=lm.usage.num_calls, prompt_tokens=lm.usage.prompt_tokens,
         client_cpu_s=round(cpu, 2), prm_busy_s=round(core.busy_s, 3), prm_calls=core.calls,
         prm_items=core.items, prm_tokens=core.tokens, prm_padded_tokens=core.padded_tokens,
         failed_request_texts=sum(t.count(ERROR_TEXT) for t in texts),
-        server_cpu_s=C.cpu_delta(s0, s1), texts=texts, **C.engine_fields(d))
-    if not a.no_raw and row["gen_tokens"]:
-        row.update(C.raw_engine(a.base_url, a.model_name, [p["prompt"] for p in problems],
-                                a.budget, row["gen_tokens"], a.temperature, a.server_pid))
-        row["ratio"] = round(row["gen_tok_per_s"] / row["raw_tok_per_s"], 4)
+        texts=texts, **C.server_fields(d, s0, s1))
+    C.add_raw_baseline(row, a, problems)
     return row
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", default="http://127.0.0.1:18441/v1")
-    ap.add_argument("--model-name", default="policy")
-    ap.add_argument("--prm", default="instant", help="qwen-prm-layout PRM folder, or 'instant'")
-    ap.add_argument("--problems-json", required=True)
-    ap.add_argument("--problems", type=int, default=8)
-    ap.add_argument("--budget", type=int, default=16)
-    ap.add_argument("--width", type=int, default=4,
-                    help="children per beam, as prmsearch's width (its_hub beam_width = budget / width)")
-    ap.add_argument("--algos", default="beam,pf,bon")
-    ap.add_argument("--max-steps", type=int, default=16)
-    ap.add_argument("--max-step-tokens", type=int, default=320)
-    ap.add_argument("--solution-max-tokens", type=int, default=2048)
-    ap.add_argument("--temperature", type=float, default=0.8)
+    C.add_common_args(ap, "beam,pf,bon")
     ap.add_argument("--aggregation", default="last", choices=["last", "min", "prod"])
     ap.add_argument("--prm-threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--warmup", type=int, default=1, help="one small unmeasured run per algorithm")
-    ap.add_argument("--server-pid", type=int, default=None)
-    ap.add_argument("--no-raw", action="store_true")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     problems, meta = C.load_problems(a.problems_json, a.problems)
     core = make_core(a.prm, a.aggregation, a.prm_threads)
     print(f"its_hub {its_hub.__version__} torch {torch.__version__} threads "
           f"{torch.get_num_threads()} prm {a.prm}", flush=True)
     checks = render_checks(a, problems[0], meta["system"])
-    if a.warmup:
-        warm = argparse.Namespace(**{**vars(a), "no_raw": True, "budget": min(4, a.budget),
-                                     "width": min(a.width, 4)})
-        for name in a.algos.split(","):  # warm-up, not measured
-            run_once(name, [{"question": WARM_QUESTION, "prompt": ""}], core, warm, meta["system"])
-    rows = []
-    for name in a.algos.split(","):
-        reps = [run_once(name, problems, core, a, meta["system"]) for _ in range(a.repeats)]
-        for r in reps:
-            print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
-        row = C.median_row(reps)
-        row["runs"] = reps
-        rows.append(row)
+    rows = C.run_algorithms(run_once, problems, core, a, meta["system"])
     if a.out:
         C.write_json(dict(lib="its_hub", version=its_hub.__version__, args=vars(a),
                           render_checks=checks, rows=rows), a.out)

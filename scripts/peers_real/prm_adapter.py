@@ -57,7 +57,21 @@ def _head_state(prm_dir):
     return state
 
 
-class PRMCore:
+class CoreStats:
+    """What both verifiers count (calls, items, tokens, padded tokens, busy seconds), their path
+    aggregation and the lock that serialises their calls from the libraries' threads."""
+
+    def __init__(self, aggregation="last"):
+        self.aggregation = aggregation
+        self.lock = threading.Lock()
+        self.reset_stats()
+
+    def reset_stats(self):
+        self.calls = self.items = self.tokens = self.padded_tokens = 0
+        self.busy_s = 0.0
+
+
+class PRMCore(CoreStats):
     """A qwen-prm-layout PRM in this process: whole paths in, P(good) per step out."""
 
     def __init__(self, prm_dir, aggregation="last", threads=1):
@@ -84,13 +98,7 @@ class PRMCore:
         self.sep_id = sep[0]
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
         self.max_length = int(getattr(self.base.config, "max_position_embeddings", 0) or 0)
-        self.aggregation = aggregation
-        self.lock = threading.Lock()
-        self.reset_stats()
-
-    def reset_stats(self):
-        self.calls = self.items = self.tokens = self.padded_tokens = 0
-        self.busy_s = 0.0
+        CoreStats.__init__(self, aggregation)
 
     def encode(self, question, steps):
         messages = [{"role": "system", "content": QWEN_MATH_SYSTEM},
@@ -135,17 +143,8 @@ class PRMCore:
         return aggregate(s, self.aggregation)
 
 
-class InstantCore:
+class InstantCore(CoreStats):
     """The zero-cost verifier behind the same interface (stats stay 0 except calls/items)."""
-
-    def __init__(self, aggregation="last"):
-        self.aggregation = aggregation
-        self.lock = threading.Lock()
-        self.reset_stats()
-
-    def reset_stats(self):
-        self.calls = self.items = self.tokens = self.padded_tokens = 0
-        self.busy_s = 0.0
 
     def step_scores(self, items):
         self.calls += 1

@@ -37,7 +37,6 @@ from prmsearch.scorers.base import make_scorer
 
 STRATEGY = {"beam": "beam", "pf": "particle_filter", "bon": "best_of_n"}
 DEFAULT_POLICY = os.path.expanduser("~/.cache/prmsearch/models/qwen2.5-coder-0.5b-instruct")
-WARM_QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have now?"
 
 
 class CountingOpenAIPolicy(OpenAIPolicy):
@@ -96,48 +95,25 @@ def run_once(name, policy, scorer, problems, a, seed):
         rounds=st.rounds, nodes=st.nodes, policy_s=round(st.policy_s, 3),
         prm_busy_s=round(st.scorer_s, 3), driver_s=round(st.driver_s, 3),
         client_cpu_s=round(cpu, 2), errors=sum(r.error is not None for r in results),
-        http_requests=policy.http_bodies, http_requests_server=d["http_requests"],
-        post_batches=policy.post_batches, server_gen_tokens=d["generation_tokens"],
-        server_prompt_tokens=d["prompt_tokens"], server_requests_success=d["request_success"],
-        prefix_cache_hits=d["prefix_cache_hits"], prefix_cache_queries=d["prefix_cache_queries"],
-        prefix_hit_rate=round(d["prefix_cache_hits"] / max(1, d["prefix_cache_queries"]), 3),
-        server_cpu_s=C.cpu_delta(s0, s1), **C.engine_fields(d),
+        http_requests=policy.http_bodies, post_batches=policy.post_batches,
+        **C.server_fields(d, s0, s1),
         texts=[r.text if r.error is None else "" for r in results],
         own_answers=[r.answer for r in results])
-    if not a.no_raw and row["gen_tokens"]:
-        row.update(C.raw_engine(a.base_url, a.model_name, [p["prompt"] for p in problems],
-                                a.budget, row["gen_tokens"], a.temperature, a.server_pid))
-        row["ratio"] = round(row["gen_tok_per_s"] / row["raw_tok_per_s"], 4)
+    C.add_raw_baseline(row, a, problems)
     return row
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", default="http://127.0.0.1:18441/v1")
-    ap.add_argument("--model-name", default="policy")
+    C.add_common_args(ap, "beam,pf,bon")
     ap.add_argument("--policy-dir", default=DEFAULT_POLICY, help="tokenizer + chat template")
-    ap.add_argument("--prm", default="instant", help="qwen-prm-layout PRM folder, or 'instant'")
     ap.add_argument("--max-concurrency", type=int, default=32,
                     help="HTTP requests in flight (prmsearch's default 32)")
-    ap.add_argument("--problems-json", required=True)
-    ap.add_argument("--problems", type=int, default=8)
-    ap.add_argument("--budget", type=int, default=16)
-    ap.add_argument("--width", type=int, default=4)
-    ap.add_argument("--algos", default="beam,pf,bon")
-    ap.add_argument("--max-steps", type=int, default=16)
-    ap.add_argument("--max-step-tokens", type=int, default=320)
-    ap.add_argument("--solution-max-tokens", type=int, default=2048)
-    ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--aggregation", default="last", choices=["last", "min", "prod"])
     ap.add_argument("--selection", default=None,
                     help="final pick of beam/PF (prmsearch's default: weighted vote; 'argmax' "
                          "as its_hub and ThinkBooster pick)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads in this process")
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--warmup", type=int, default=1, help="one small unmeasured run per algorithm")
-    ap.add_argument("--server-pid", type=int, default=None)
-    ap.add_argument("--no-raw", action="store_true")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     problems, _ = C.load_problems(a.problems_json, a.problems)
@@ -155,7 +131,7 @@ def main():
           f"{torch.__version__} threads {torch.get_num_threads()}", flush=True)
     if a.warmup:
         for name in a.algos.split(","):  # warm-up, not measured
-            make_searcher(name, policy, scorer, a, 99, budget=min(4, a.budget)).run([WARM_QUESTION])
+            make_searcher(name, policy, scorer, a, 99, budget=min(4, a.budget)).run([C.WARM_QUESTION])
     rows = []
     for name in a.algos.split(","):
         reps = [run_once(name, policy, scorer, problems, a, seed) for seed in range(a.repeats)]

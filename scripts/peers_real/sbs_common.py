@@ -12,6 +12,7 @@ batched /v1/completions request with the same prompts).
 Accuracy is not computed here: every script stores its final answer texts, and
 `summarize.py` grades all of them with prmsearch's GSM8K grader (one grader for all three).
 """
+import argparse
 import json
 import os
 import time
@@ -207,6 +208,49 @@ def raw_engine(base_url, model, prompts, budget, tokens_target, temperature, ser
                 raw_prefix_cache_queries=d["prefix_cache_queries"], **engine_fields(d, "raw_"))
 
 
+def server_fields(d, s0, s1):
+    """The server-side figures of one run, the same keys for every library: /metrics deltas
+    ``d`` and the server's CPU seconds between the process-tree readings ``s0`` and ``s1``."""
+    return dict(
+        http_requests_server=d["http_requests"], server_gen_tokens=d["generation_tokens"],
+        server_prompt_tokens=d["prompt_tokens"], server_requests_success=d["request_success"],
+        prefix_cache_hits=d["prefix_cache_hits"], prefix_cache_queries=d["prefix_cache_queries"],
+        prefix_hit_rate=round(d["prefix_cache_hits"] / max(1, d["prefix_cache_queries"]), 3),
+        server_cpu_s=cpu_delta(s0, s1), **engine_fields(d))
+
+
+def add_raw_baseline(row, a, problems):
+    """Measure the raw engine on the run's prompts and token count right after it (unless
+    ``--no-raw``) and set ``ratio`` = the library's tok/s over the raw engine's."""
+    if a.no_raw or not row["gen_tokens"]:
+        return row
+    row.update(raw_engine(a.base_url, a.model_name, [p["prompt"] for p in problems],
+                          a.budget, row["gen_tokens"], a.temperature, a.server_pid))
+    row["ratio"] = round(row["gen_tok_per_s"] / row["raw_tok_per_s"], 4)
+    return row
+
+
+def add_common_args(ap, algos):
+    """The flags every library's script takes (``algos``: its default algorithm list)."""
+    ap.add_argument("--base-url", default="http://127.0.0.1:18441/v1")
+    ap.add_argument("--model-name", default="policy")
+    ap.add_argument("--prm", default="instant", help="qwen-prm-layout PRM folder, or 'instant'")
+    ap.add_argument("--problems-json", required=True)
+    ap.add_argument("--problems", type=int, default=8)
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--width", type=int, default=4, help="children per beam, as prmsearch's width")
+    ap.add_argument("--algos", default=algos)
+    ap.add_argument("--max-steps", type=int, default=16)
+    ap.add_argument("--max-step-tokens", type=int, default=320)
+    ap.add_argument("--solution-max-tokens", type=int, default=2048)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1, help="one small unmeasured run per algorithm")
+    ap.add_argument("--server-pid", type=int, default=None)
+    ap.add_argument("--no-raw", action="store_true")
+    ap.add_argument("--out", default=None)
+
+
 def median_row(reps, key="problems_per_s"):
     """The median run by `key`, with every run's key and ratio listed (accuracy: summarize.py)."""
     reps = sorted(reps, key=lambda r: r[key])
@@ -215,3 +259,27 @@ def median_row(reps, key="problems_per_s"):
         if k in reps[0]:
             row[k + "_all"] = [r.get(k) for r in reps]
     return row
+
+
+#: the unmeasured warm-up problem of every library's script
+WARM_QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have now?"
+
+
+def run_algorithms(run_once, problems, core, a, system):
+    """Warm up each algorithm on one small problem (unless ``--warmup 0``), then run it
+    ``--repeats`` times on ``problems``; each run is printed, and the median run by problems/s
+    is the algorithm's row, with every run under ``runs``."""
+    if a.warmup:
+        warm = argparse.Namespace(**{**vars(a), "no_raw": True, "budget": min(4, a.budget),
+                                     "width": min(a.width, 4)})
+        for name in a.algos.split(","):
+            run_once(name, [{"question": WARM_QUESTION, "prompt": ""}], core, warm, system)
+    rows = []
+    for name in a.algos.split(","):
+        reps = [run_once(name, problems, core, a, system) for _ in range(a.repeats)]
+        for r in reps:
+            print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
+        row = median_row(reps)
+        row["runs"] = reps
+        rows.append(row)
+    return rows

@@ -21,7 +21,6 @@ The harness lifts ThinkBooster's per-call time limits (300 s future timeout, 300
 to 1 h: a 2-core CPU needs longer than 5 min for a problem's n=16 batch while other problems run.
 """
 import argparse
-import json
 import logging
 import os
 import sys
@@ -44,7 +43,6 @@ from thinkbooster.strategies import StrategyBeamSearch, StrategyOfflineBestOfN  
 
 SEP = C.STEP_SEP
 CALL_TIMEOUT_S = 3600
-WARM_QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have now?"
 NO_MARKERS = dict(use_sequence=False, use_conclusion=False, use_thinking=False,
                   use_verification=False, use_structure=False, use_reasoning=False,
                   use_sentence_start=False, use_correction=False)
@@ -187,64 +185,30 @@ def run_once(name, problems, core, a, system):
     row = dict(lib="thinkbooster", algo=name, prm=a.prm, problems=len(problems), budget=a.budget,
                wall_s=round(wall, 3), problems_per_s=round(len(problems) / wall, 4),
                gen_tokens=d["generation_tokens"], gen_tok_per_s=round(d["generation_tokens"] / wall, 1),
-               http_requests=model.calls, http_requests_server=d["http_requests"],
-               prompt_tokens=d["prompt_tokens"], server_prompt_tokens=d["prompt_tokens"],
-               prefix_cache_hits=d["prefix_cache_hits"], prefix_cache_queries=d["prefix_cache_queries"],
-               prefix_hit_rate=round(d["prefix_cache_hits"] / max(1, d["prefix_cache_queries"]), 3),
+               http_requests=model.calls, prompt_tokens=d["prompt_tokens"],
                client_cpu_s=round(cpu, 2), prm_busy_s=round(core.busy_s, 3), prm_calls=core.calls,
                prm_items=core.items, prm_tokens=core.tokens, prm_padded_tokens=core.padded_tokens,
                tb_token_stats_out=sum((r.get("token_stats") or {}).get("output_tokens", 0) for r in res),
-               server_cpu_s=C.cpu_delta(s0, s1), texts=texts, **C.engine_fields(d))
-    if not a.no_raw and row["gen_tokens"]:
-        row.update(C.raw_engine(a.base_url, a.model_name, [p["prompt"] for p in problems],
-                                a.budget, row["gen_tokens"], a.temperature, a.server_pid))
-        row["ratio"] = round(row["gen_tok_per_s"] / row["raw_tok_per_s"], 4)
+               texts=texts, **C.server_fields(d, s0, s1))
+    C.add_raw_baseline(row, a, problems)
     model.shutdown()
     return row
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", default="http://127.0.0.1:18441/v1")
-    ap.add_argument("--model-name", default="policy")
-    ap.add_argument("--prm", default="instant", help="qwen-prm-layout PRM folder, or 'instant'")
-    ap.add_argument("--problems-json", required=True)
-    ap.add_argument("--problems", type=int, default=8)
-    ap.add_argument("--budget", type=int, default=16)
-    ap.add_argument("--width", type=int, default=4, help="children per beam (beams = budget/width)")
-    ap.add_argument("--algos", default="beam,bon")
-    ap.add_argument("--max-steps", type=int, default=16)
-    ap.add_argument("--max-step-tokens", type=int, default=320)
-    ap.add_argument("--solution-max-tokens", type=int, default=2048)
-    ap.add_argument("--temperature", type=float, default=0.8)
+    C.add_common_args(ap, "beam,bon")
     ap.add_argument("--aggregation", default="last", choices=["last", "min", "product", "mean"])
     ap.add_argument("--context-budget", type=int, default=4096)
     ap.add_argument("--max-concurrency", type=int, default=256)
     ap.add_argument("--prm-threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--warmup", type=int, default=1, help="one small unmeasured run per algorithm")
-    ap.add_argument("--server-pid", type=int, default=None)
-    ap.add_argument("--no-raw", action="store_true")
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
     problems, meta = C.load_problems(a.problems_json, a.problems)
     agg = {"product": "prod", "mean": "last"}.get(a.aggregation, a.aggregation)
     core = make_core(a.prm, agg, a.prm_threads)  # ThinkBooster aggregates itself; core.aggregate unused
     print(f"thinkbooster 0.1.1 prm {a.prm}", flush=True)
     checks = render_checks(a, problems[0], meta["system"], core)
-    if a.warmup:
-        warm = argparse.Namespace(**{**vars(a), "no_raw": True, "budget": min(4, a.budget),
-                                     "width": min(a.width, 4)})
-        for name in a.algos.split(","):
-            run_once(name, [{"question": WARM_QUESTION, "prompt": ""}], core, warm, meta["system"])
-    rows = []
-    for name in a.algos.split(","):
-        reps = [run_once(name, problems, core, a, meta["system"]) for _ in range(a.repeats)]
-        for r in reps:
-            print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
-        row = C.median_row(reps)
-        row["runs"] = reps
-        rows.append(row)
+    rows = C.run_algorithms(run_once, problems, core, a, meta["system"])
     if a.out:
         C.write_json(dict(lib="thinkbooster", version="0.1.1", args=vars(a), render_checks=checks,
                           rows=rows), a.out)
