@@ -282,6 +282,36 @@ def test_a_replacement_killed_before_compaction_counts_once(tmp_path):
     assert len(folder.results_path.read_text().splitlines()) == 2  # the resume compacted the file
 
 
+def test_the_manifest_records_each_machine_and_a_resume_elsewhere_warns(tmp_path, monkeypatch):
+    """Rows of two machines differ for the same seeds (a CPU's bf16 decides the vLLM dtype): a
+    resume on another machine is recorded and named, and its rows are still resumed."""
+    import warnings
+
+    from prmsearch.benchmarks.sweeps.results import MachineChangedWarning
+
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    folder = ResultsFolder(tmp_path)
+    folder.open({"c": 1}, resume=False)
+    folder.append(_row("a"))
+    folder.close()
+    manifest = json.loads(folder.manifest_path.read_text())
+    (first,) = manifest["machines"]
+    assert first["cores"] and first["cpu"] and isinstance(first["cpu_flags"], list)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same machine: no warning, no second record
+        same = ResultsFolder(tmp_path)
+        same.open({"c": 1}, resume=True)
+        same.close()
+    assert len(json.loads(folder.manifest_path.read_text())["machines"]) == 1
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # another engine setting counts as another machine
+    again = ResultsFolder(tmp_path)
+    with pytest.warns(MachineChangedWarning, match=r"another machine \(env differ"):
+        assert again.open({"c": 1}, resume=True) == {("a", "beam", 4, 0)}
+    again.close()
+    machines = json.loads(folder.manifest_path.read_text())["machines"]
+    assert [m["env"] for m in machines] == [{}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}]
+
+
 def test_cli_bench_retry_errors(tmp_path, capsys):
     from prmsearch.benchmarks.datasets import load_dataset
     from prmsearch.cli import main

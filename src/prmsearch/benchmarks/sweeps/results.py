@@ -35,6 +35,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -42,12 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.benchmarks.sweeps import folder_lock
+from prmsearch.benchmarks.sweeps.machine import record_machine
 from prmsearch.benchmarks.sweeps.rows import ResultRow, RowKey, row_key
 from prmsearch.fixes import Arg, attach, literal
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 DAMAGED_SUFFIX = ".damaged"
+
+
+class MachineChangedWarning(UserWarning):
+    """A run resumed on a machine that computes differently from the one its rows came from."""
 
 
 class ResultsFolderError(RuntimeError):
@@ -191,10 +197,18 @@ class ResultsFolder:
             }
             if problems:
                 manifest["problems"] = problems
+            record_machine(manifest)
             self._write_manifest(manifest)
-        elif problems and not problems.keys() <= (manifest.get("problems") or {}).keys():
-            manifest["problems"] = {**(manifest.get("problems") or {}), **problems}
-            self._write_manifest(manifest)  # more problems, or an older folder without digests
+        else:
+            machines_before = len(manifest.get("machines") or ())
+            changed = record_machine(manifest)
+            if changed and has_rows:
+                warnings.warn(f"{self.path}: {changed}", MachineChangedWarning, stacklevel=3)
+            grown = problems and not problems.keys() <= (manifest.get("problems") or {}).keys()
+            if grown:  # more problems, or an older folder without digests
+                manifest["problems"] = {**(manifest.get("problems") or {}), **problems}
+            if grown or len(manifest["machines"]) != machines_before:
+                self._write_manifest(manifest)
         self._set_aside_torn_tail()
         parsed = self._parsed()
         damaged = self._damaged(parsed)
