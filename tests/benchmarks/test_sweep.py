@@ -303,7 +303,7 @@ def test_the_manifest_records_each_machine_and_a_resume_elsewhere_warns(tmp_path
         same.open({"c": 1}, resume=True)
         same.close()
     assert len(json.loads(folder.manifest_path.read_text())["machines"]) == 1
-    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # another engine setting counts as another machine
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # another engine setting: another machine
     again = ResultsFolder(tmp_path)
     with pytest.warns(MachineChangedWarning, match=r"another machine \(env differ"):
         assert again.open({"c": 1}, resume=True) == {("a", "beam", 4, 0)}
