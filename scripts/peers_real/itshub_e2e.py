@@ -64,21 +64,20 @@ class CountingOpenAILM(OpenAICompatibleLanguageModel):
         super().__init__(*args, **kw)
         self.usage = GenerationUsage()
 
-    async def agenerate(self, *args, usage_accumulator=None, **kw):
+    async def _counted(self, call, args, kw, usage_accumulator):
+        """Run its_hub's ``call`` with a fresh accumulator, merged into ours and the caller's."""
         u = GenerationUsage()
-        out = await super().agenerate(*args, usage_accumulator=u, **kw)
+        out = await call(*args, usage_accumulator=u, **kw)
         self.usage.merge(u)
         if usage_accumulator is not None:
             usage_accumulator.merge(u)
         return out
 
+    async def agenerate(self, *args, usage_accumulator=None, **kw):
+        return await self._counted(super().agenerate, args, kw, usage_accumulator)
+
     async def agenerate_single(self, *args, usage_accumulator=None, **kw):
-        u = GenerationUsage()
-        out = await super().agenerate_single(*args, usage_accumulator=u, **kw)
-        self.usage.merge(u)
-        if usage_accumulator is not None:
-            usage_accumulator.merge(u)
-        return out
+        return await self._counted(super().agenerate_single, args, kw, usage_accumulator)
 
 
 def get(m, k):

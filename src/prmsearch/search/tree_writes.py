@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from numpy import ndarray
 
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import ModelCost
@@ -202,7 +201,6 @@ class TreeWriter:
             [sample.token_logprobs for sample in sample_list],
         )
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
-        question, logprob_request = tree.question, self.score_request if self.reads_logprobs else None
         paths: dict[int, tuple[str, ...]] = {}
         child = first
         for request, gen in zip(requests, gens):
@@ -223,10 +221,7 @@ class TreeWriter:
                 ):
                     self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
-                score_requests.append(
-                    ScoreRequest(question, path) if logprob_request is None
-                    else logprob_request(tree, path, child)
-                )
+                score_requests.append(self.score_request(tree, path, child))
                 spans.append((child, child))
                 child += 1
             reply.append(list(range(start, child)))
@@ -292,16 +287,9 @@ class TreeWriter:
             if result is None:
                 end_too_long(job, last)
                 continue
-            try:  # one new step (the common case) is checked in O(1), inline: a few attribute reads
+            try:  # one new step (the common case) is checked in O(1)
                 if first == last:
-                    raw = result.scores
-                    if (
-                        type(raw) is ndarray and raw.ndim == 1 and raw.shape[0] == len(request.steps) > 0
-                        and 0.0 <= (value := float(raw[-1])) <= 1.0  # also rejects NaN
-                    ):
-                        values = [value]
-                    else:
-                        values = [last_score(request, result)]
+                    values = [last_score(request, result)]
                 else:
                     values = check_scores(request, result)[first - last - 1 :]
             except Exception as exc:  # scores of the wrong shape or out of [0, 1]

@@ -33,10 +33,10 @@ def _cpu() -> tuple[str, list[str]]:
             text = f.read(200_000)
     except OSError:
         return platform.processor() or platform.machine(), []
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                 if line.startswith("model name")), platform.machine())
-    flags_line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    flags = set(flags_line.split(":", 1)[-1].split())
+    lines = text.splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                platform.machine())
+    flags = set(next((line for line in lines if line.startswith("flags")), "").split(":", 1)[-1].split())
     return name, [flag for flag in DECISIVE_FLAGS if flag in flags]
 
 
@@ -78,19 +78,20 @@ def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(key) == b.get(key) for key in COMPARED)
 
 
-def record_machine(manifest: dict[str, Any]) -> str | None:
-    """Add this machine to ``manifest["machines"]`` when it is not the last one recorded, and
-    return a warning naming the difference when the run had rows from another machine."""
+def record_machine(manifest: dict[str, Any]) -> tuple[bool, str | None]:
+    """Add this machine to ``manifest["machines"]`` when it is not the last one recorded.
+    Returns whether it was added, and a warning naming the difference when an earlier machine
+    was recorded (None for the first record or the same machine)."""
     here = machine_info()
     machines = manifest.setdefault("machines", [])
-    if machines and same_machine(machines[-1], here):
-        return None
     previous = machines[-1] if machines else None
+    if previous is not None and same_machine(previous, here):
+        return False, None
     machines.append({**here, "from": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     if previous is None:
-        return None
+        return True, None
     changed = [key for key in COMPARED if previous.get(key) != here.get(key)]
-    return (
+    return True, (
         f"resuming on another machine ({', '.join(changed)} differ from the last one recorded): the "
         "rows written here may differ from the earlier ones for the same seeds (a CPU's bf16 "
         "support decides the vLLM dtype); both machines are in the manifest's 'machines'"

@@ -200,14 +200,13 @@ class ResultsFolder:
             record_machine(manifest)
             self._write_manifest(manifest)
         else:
-            machines_before = len(manifest.get("machines") or ())
-            changed = record_machine(manifest)
-            if changed and has_rows:
-                warnings.warn(f"{self.path}: {changed}", MachineChangedWarning, stacklevel=3)
+            added, elsewhere = record_machine(manifest)
+            if elsewhere and has_rows:
+                warnings.warn(f"{self.path}: {elsewhere}", MachineChangedWarning, stacklevel=3)
             grown = problems and not problems.keys() <= (manifest.get("problems") or {}).keys()
             if grown:  # more problems, or an older folder without digests
                 manifest["problems"] = {**(manifest.get("problems") or {}), **problems}
-            if grown or len(manifest["machines"]) != machines_before:
+            if grown or added:
                 self._write_manifest(manifest)
         self._set_aside_torn_tail()
         parsed = self._parsed()
