@@ -19,6 +19,8 @@ def test_an_unknown_policy_backend_lists_the_known_ones():
     (None, "qwen-prm", "qwen-prm"),
     ("hf", "verifier", "verifier"),
     ("vllm", "qwen-prm", "vllm-qwen-prm"),
+    ("vllm", "verifier", "vllm-verifier"),
+    ("vllm", "math-shepherd", "vllm-math-shepherd"),
     ("vllm-server", "qwen-prm", "vllm-server"),
 ])
 def test_a_prm_backend_and_family_name_one_scorer(backend, family, scorer):
@@ -26,8 +28,10 @@ def test_a_prm_backend_and_family_name_one_scorer(backend, family, scorer):
 
 
 def test_a_family_the_backend_does_not_run_names_the_fix():
-    with pytest.raises(ValueError, match="runs the qwen-prm family only, got 'verifier'; use the hf backend"):
-        resolve_scorer("some/model", "verifier", "vllm")
+    with pytest.raises(ValueError, match=r"runs the families qwen-prm, .*verifier, got 'skywork'; use"):
+        resolve_scorer("some/model", "skywork", "vllm")
+    with pytest.raises(ValueError, match="runs the families qwen-prm, got 'verifier'; use the hf backend"):
+        resolve_scorer("some/model", "verifier", "vllm-server")
     with pytest.raises(ValueError, match="unknown PRM backend 'tpu'"):
         resolve_scorer("some/model", "qwen-prm", "tpu")
     with pytest.raises(ValueError, match="needs its family"):

@@ -58,7 +58,7 @@ def test_the_papers_setups():
     [
         ({"colour": 1}, "unknown keys"),
         ({"policy": {"backend": "tgi", "model": "m"}}, "policy.backend"),
-        ({"prm": {"backend": "vllm", "family": "rlhflow", "model": "m"}}, "use prm.backend: hf"),
+        ({"prm": {"backend": "vllm", "family": "skywork", "model": "m"}}, "use prm.backend: hf"),
         ({"prm": {"backend": "hf", "family": "qwen", "model": "m"}}, "prm.family"),
         ({"policy": {"backend": "vllm", "model": "m", "args": {"gpu_mem": 1}}}, "unknown policy.args"),
         ({"policy": {"backend": "openai", "model": "m"}}, "base_url"),
@@ -139,3 +139,21 @@ def test_a_planner_plan_file_is_read_relative_to_the_recipe(tmp_path):
     recipe.write_text(f"name: planned\n{models}strategies:\n  planner:\n    plan: plans/missing.json\n")
     with pytest.raises(RecipeError, match=r"strategies.planner.plan: .*missing.json.*relative to the recipe"):
         load_recipe(recipe)
+
+
+def test_a_vllm_verifier_recipe_builds_the_vllm_verdict_scorer_and_records_its_backend(monkeypatch):
+    """prm.backend decides the scores' dtype and kernels: it is in the manifest (so a resume on
+    the other backend is refused), except hf, which older manifests leave out."""
+    from prmsearch.scorers.base import SCORERS
+
+    made = {}
+    monkeypatch.setitem(SCORERS._entries, "vllm-verifier", type(SCORERS.entry("arith"))(
+        "vllm-verifier", lambda **kw: made.setdefault("prm", kw)))
+    recipe = parse_recipe({**MINIMAL, "prm": {"backend": "vllm", "family": "verifier", "model": "some/lm",
+                                              "args": {"max_model_len": 4096}}})
+    assert recipe.prm.scorer_name() == "vllm-verifier"
+    recipe.build_scorer()
+    assert made["prm"] == {"model": "some/lm", "max_model_len": 4096}
+    assert recipe.sweep.to_dict()["prm_backend"] == "vllm"
+    on_hf = parse_recipe({**MINIMAL, "prm": {"backend": "hf", "family": "verifier", "model": "some/lm"}})
+    assert "prm_backend" not in on_hf.sweep.to_dict()

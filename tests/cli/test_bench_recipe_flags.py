@@ -71,6 +71,7 @@ def test_strategies_keep_their_recipe_options_and_options_merge(recipe):
     [
         (["--policy", "x"], "--policy 'x'"),
         (["--prm", "y", "--prm-family", "qwen-prm"], "--prm 'y'"),
+        (["--prm-backend", "vllm"], "--prm-backend 'vllm'"),
         (["--dataset", "math500"], "--dataset 'math500'"),
         (["--top-p", "2"], "--top-p 2.0"),
         (["-o", "beam.width=8"], "-o/--option"),  # beam's width 8 needs n >= 8; the recipe has 4

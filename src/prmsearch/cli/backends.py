@@ -75,6 +75,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--prm-family", default=None,
                         help="PRM family of a model path, e.g. qwen-prm, or verifier (any instruct model)")
+    add_prm_backend_argument(parser)
     parser.add_argument(
         "--prompt-format", default=None, metavar="NAME",
         help="the policy's prompt format: auto (default: the folder's own, else step-by-step for chat "
@@ -107,6 +108,15 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int_at_least(1), default=None,
         help="torch CPU threads for in-process models (default: torch's own; 1 is often fastest for "
         "tiny models on a busy machine)",
+    )
+
+
+def add_prm_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """``--prm-backend``: where a PRM model path runs (transformers by default)."""
+    parser.add_argument(
+        "--prm-backend", default=None, metavar="NAME",
+        help="backend for a PRM model path: hf (default) or vllm (qwen-prm on the pooling runner; "
+        "verifier, math-shepherd, rlhflow as the label tokens' logprobs: 4x hf's speed on a bf16 CPU)",
     )
 
 
@@ -177,12 +187,15 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy",
 
 
 def load_scorer(name: str | None, family: str | None, url: str | None = None,
-                tokenizer: str | None = None, kwargs: dict[str, object] | None = None):
-    """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-url``, ``--prm-tokenizer``, with
-    ``kwargs`` from ``--prm-arg``); a failure names the flag."""
+                tokenizer: str | None = None, kwargs: dict[str, object] | None = None,
+                backend: str | None = None):
+    """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-backend``, ``--prm-url``,
+    ``--prm-tokenizer``, with ``kwargs`` from ``--prm-arg``); a failure names the flag."""
     kwargs = dict(kwargs or {})
     from prmsearch.scorers.base import SCORERS
 
+    if backend not in (None, "hf"):
+        return _load_backend_scorer(name, family, url, backend, kwargs)
     if url is not None:
         return load_server_scorer(name, family, url, tokenizer)
     if tokenizer is not None:
@@ -208,6 +221,33 @@ def load_scorer(name: str | None, family: str | None, url: str | None = None,
     except _BAD_VALUE as exc:
         fix = "give a registered scorer, or a PRM model folder or Hub id with --prm-family"
         raise FlagError("--prm", name, f"could not load it ({cli_text(exc)}); {fix}") from exc
+
+
+def check_prm_backend(backend: str, name: str | None, family: str | None, url: str | None) -> None:
+    """``--prm-backend`` with the flags it needs, checked before any model loads."""
+    from prmsearch.scorers import backend_scorer
+
+    if url is not None:
+        raise FlagError("--prm-backend", backend, "drop it with --prm-url (the server is the backend)")
+    if backend == "hf":
+        return
+    if not name or not family:
+        raise FlagError("--prm-backend", backend, "needs --prm MODEL and --prm-family FAMILY (e.g. "
+                        "--prm DIR --prm-family verifier --prm-backend vllm)")
+    with flag_context("--prm-backend", backend):
+        backend_scorer(backend, family)  # an unknown backend or family names the known ones
+
+
+def _load_backend_scorer(name: str | None, family: str | None, url: str | None, backend: str,
+                         kwargs: dict[str, object]):
+    """``--prm MODEL --prm-family F --prm-backend B``: the family's scorer on backend ``B``."""
+    check_prm_backend(backend, name, family, url)
+    try:
+        return resolve_scorer(name, family, backend=backend, **kwargs)
+    except ValueError as exc:
+        raise FlagError("--prm", name, cli_text(exc)) from exc
+    except _BAD_VALUE as exc:
+        raise FlagError("--prm", name, f"could not load it on {backend} ({cli_text(exc)})") from exc
 
 
 #: The registered scorer that scores on a vLLM pooling server (``--prm-url``).
@@ -284,7 +324,7 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
         scorer = NoScorer()  # greedy, self-consistency: no PRM to load
     else:
         scorer = load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
-                             kwargs=dict(args.prm_arg))
+                             kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 

@@ -21,6 +21,7 @@ from prmsearch.cli.backends import (
     add_backend_arguments,
     add_max_budget_argument,
     check_budget,
+    check_prm_backend,
     load_policy,
     load_scorer,
     policy_args_from_flags,
@@ -110,6 +111,8 @@ def check_bench_flags(args: argparse.Namespace) -> None:
         )
     if args.prm_family is not None and not args.prm:
         raise FlagError("--prm-family", args.prm_family, "needs --prm MODEL (a PRM model folder or Hub id)")
+    if args.prm_backend is not None and not args.recipe:
+        check_prm_backend(args.prm_backend, args.prm, args.prm_family, args.prm_url)
 
 
 #: Sweep flags of ``bench`` whose parser default is None, so that a recipe can tell which ones the
@@ -146,6 +149,7 @@ _RECIPE_CONFLICTS = {
     "policy_backend": "--policy-backend",
     "prm": "--prm",
     "prm_family": "--prm-family",
+    "prm_backend": "--prm-backend",
     "dataset": "--dataset",
     "dataset_path": "--dataset-path",
 }
@@ -167,7 +171,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if reads_no_scores(strategies, config.prm, config.prm_family, args.prm_url):
             return policy, NoScorer()  # greedy, self-consistency: no PRM to load
         return policy, load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
-                                   kwargs=config.prm_args)
+                                   kwargs=config.prm_args, backend=config.prm_backend)
 
     return _run_bench(args, config, backends)
 
@@ -198,6 +202,7 @@ def bench_config(args: argparse.Namespace):
             policy_backend=args.policy_backend,
             prm=args.prm,
             prm_family=args.prm_family,
+            prm_backend=args.prm_backend,
             policy_args=policy_args_from_flags(args),
             prm_args=dict(args.prm_arg),
             temperature=sampling.temperature,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prmsearch.cli.backends import add_prm_backend_argument
 from prmsearch.cli.errors import FlagError, option_type
 
 __all__ = ["PROCESSBENCH_DATASETS", "cmd_aggregate", "cmd_eval_prm", "csv_of", "fail", "input_errors",
@@ -99,7 +100,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         needs_prm = any(row.scores is None for row in rows)
         wanted = needs_prm and args.prm
         journal = _scoring_journal(args, config.delimiter) if wanted else None
-        scorer = resolve_scorer(args.prm, args.prm_family, **dict(args.prm_arg)) if wanted else None
+        scorer = resolve_scorer(args.prm, args.prm_family, args.prm_backend,
+                                **dict(args.prm_arg)) if wanted else None
         try:
             report, scored = run_aggregate(rows, config, scorer=scorer, errors=errors, journal=journal)
         finally:
@@ -130,6 +132,8 @@ def _scoring_journal(args: argparse.Namespace, delimiter: str):
         "args": {key: str(value) for key, value in sorted(dict(args.prm_arg).items())},
         "delimiter": delimiter,
     }
+    if args.prm_backend not in (None, "hf"):  # journals from before the flag still resume
+        identity["backend"] = args.prm_backend
     journal = ScoreJournal(path, identity)
     if journal.resumed:
         print(f"prmsearch aggregate: resuming: {journal.resumed} responses already scored in {path}",
@@ -162,6 +166,7 @@ def _add_aggregate(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--prm", default=None, help="scorer name or PRM model path, for rows without scores")
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    add_prm_backend_argument(parser)
     parser.add_argument(
         "--prm-arg", action="append", type=option_type("KEY=VALUE (e.g. dtype=float32)"), default=[],
         metavar="KEY=VALUE", help="a keyword argument of the scorer, e.g. dtype=float32 (repeatable)",
@@ -235,7 +240,7 @@ def cmd_eval_prm(args: argparse.Namespace) -> int:
         rows, errors = _eval_rows(args)
         if args.limit is not None:
             rows = rows[: args.limit]
-        scorer = resolve_scorer(args.prm, args.prm_family)
+        scorer = resolve_scorer(args.prm, args.prm_family, args.prm_backend)
         report, scores = run_eval_prm(scorer, rows, config, errors)
     except input_errors() as exc:
         return fail("eval-prm", exc)
@@ -268,7 +273,7 @@ def _eval_prm_on_labels(args: argparse.Namespace) -> int:
         candidates = read_labelled(args.labels)
         if args.limit is not None:
             candidates = candidates[: args.limit]
-        scorer = resolve_scorer(args.prm, args.prm_family)
+        scorer = resolve_scorer(args.prm, args.prm_family, args.prm_backend)
         scores = score_candidates(scorer, candidates, args.batch_size)
         threshold = args.threshold if args.threshold is not None else 0.5
         report = bias_report(candidates, scores, args.aggregation, threshold)
@@ -316,6 +321,7 @@ def _add_eval_prm(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--grid-step", type=float, default=0.01, help="spacing of the tuning grid")
     parser.add_argument("--prm", default=None, help="scorer name or PRM model path (default: embedded)")
     parser.add_argument("--prm-family", default=None, help="PRM family of a model path, e.g. qwen-prm")
+    add_prm_backend_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64, help="rows per PRM call")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
     parser.add_argument("--skip-bad-rows", action="store_true", help="record malformed rows and go on")

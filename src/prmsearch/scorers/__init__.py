@@ -7,14 +7,18 @@ here by name, lazily, so importing this package never imports torch or vLLM.
 
 from __future__ import annotations
 
-from prmsearch.scorers import formats as _formats  # noqa: F401  (registers the PRM families)
+from prmsearch.scorers import formats as _formats  # registers the PRM families
 from prmsearch.scorers.base import HF_PRM, SCORERS, make_scorer, register_scorer
 
 __all__ = ["SCORERS", "SCORER_BACKENDS", "backend_scorer", "make_scorer", "register_scorer"]
 
+#: the built-in PRM families read from a language-model head: one-token generations on vLLM
+LM_HEAD_FAMILIES = tuple(sorted(name for name in _formats.PRM_FORMATS.names()
+                                if _formats.PRM_FORMATS.get(name).head == "lm"))
 #: the scorer that runs a PRM family on a backend other than transformers (``hf``: the family's own)
 SCORER_BACKENDS: dict[str, dict[str, str]] = {
-    "vllm": {"qwen-prm": "vllm-qwen-prm"},  # vLLM's pooling runner, in process
+    # vLLM in process: qwen-prm on the pooling runner, the LM-head families as verdict logprobs
+    "vllm": {"qwen-prm": "vllm-qwen-prm", **{family: f"vllm-{family}" for family in LM_HEAD_FAMILIES}},
     "vllm-server": {"qwen-prm": "vllm-server"},  # a vLLM pooling server (another process or host)
 }
 
@@ -29,7 +33,7 @@ def backend_scorer(backend: str | None, family: str) -> str:
         known = ", ".join(["hf", *SCORER_BACKENDS])
         raise ValueError(f"unknown PRM backend {backend!r}; the PRM backends are {known}")
     if family not in families:
-        raise ValueError(f"the {backend} PRM backend runs the {', '.join(families)} family only, "
+        raise ValueError(f"the {backend} PRM backend runs the families {', '.join(families)}, "
                          f"got {family!r}; use the hf backend for it")
     return families[family]
 
@@ -51,3 +55,8 @@ _BUILTIN = {
 for _name, (_target, _summary) in _BUILTIN.items():
     if not SCORERS.has(_name):
         register_scorer(_name, _target, _summary)
+for _family in LM_HEAD_FAMILIES:
+    if not SCORERS.has(f"vllm-{_family}"):
+        SCORERS.register(f"vllm-{_family}", "prmsearch.scorers.vllm_verdict:vllm_lm_prm",
+                         f"{_family} family on vLLM (the label tokens' logprobs of one-token generations)",
+                         bound={"family": _family})

@@ -5,7 +5,7 @@ child path). The PRMs served here are causal, so step ``j``'s score depends only
 up to and including its read position: a digest of exactly those ids is a key that can never
 return a wrong score. A path whose every step key is present costs nothing; the rest are scored
 in full and their scores stored. Used by the PRM scorers that have no prefix KV cache of their own
-(the vLLM-server scorer); torch-free so that a client machine without torch can use it.
+(the vLLM scorers); torch-free so that a client machine without torch can use it.
 """
 
 from __future__ import annotations
@@ -63,6 +63,18 @@ class StepScoreCache:
             for k in keys:
                 self._scores.move_to_end(k)
         return np.array(got, dtype=np.float64)
+
+    def known(self, keys: Sequence[bytes]) -> list[float | None]:
+        """The cached score of each key, None where it is missing (a scorer that can score
+        single steps then runs only those)."""
+        if not self.enabled:
+            return [None] * len(keys)
+        with self._lock:
+            got = [self._scores.get(k) for k in keys]
+            for k, score in zip(keys, got, strict=True):
+                if score is not None:
+                    self._scores.move_to_end(k)
+        return got
 
     def store(self, keys: Sequence[bytes], scores: Sequence[float]) -> None:
         """Remember one score per key, evicting the least recently used beyond the bound."""

@@ -51,6 +51,7 @@ class SweepConfig:
             once, at that budget.
         seeds: run seeds; a problem's seed derives from the run seed and its question.
         policy, policy_backend, prm, prm_family: backends (None: the embedded defaults).
+        prm_backend: where a PRM model path runs (None or ``hf``: transformers; ``vllm``).
         policy_args, prm_args: the backends' own keyword arguments (prompt format, dtype, engine
             settings, a scorer's aggregation...): they change the rows, so they are recorded.
         temperature, top_p, max_step_tokens, delimiter, max_depth: sampling and search limits.
@@ -89,6 +90,7 @@ class SweepConfig:
     policy_backend: str | None = None
     prm: str | None = None
     prm_family: str | None = None
+    prm_backend: str | None = None
     policy_args: dict[str, Any] = field(default_factory=dict)
     prm_args: dict[str, Any] = field(default_factory=dict)
     temperature: float = 0.8
@@ -199,6 +201,8 @@ class SweepConfig:
             data[name] = {k: v for k, v in data[name].items() if k not in CONNECTION_ARGS}
             if not data[name]:  # and for the backends' arguments
                 del data[name]
+        if data["prm_backend"] in (None, "hf"):  # manifests from before the field still resume
+            del data["prm_backend"]
         del data["max_consecutive_failures"]  # operational: a resume may change it
         del data["overlap"]  # likewise: the rows do not depend on it
         del data["schedule"]

@@ -260,6 +260,7 @@ def parse_recipe(data: Any, source: str = "<recipe>", base_dir: Path | None = No
         "policy_backend": policy.backend,
         "prm": prm.model,
         "prm_family": prm.family,
+        "prm_backend": prm.backend,
         "policy_args": dict(policy.args),
         "prm_args": dict(prm.args),
         "options": options,

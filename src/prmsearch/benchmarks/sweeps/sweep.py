@@ -115,7 +115,7 @@ def build_backends(config: SweepConfig) -> tuple[Policy, Scorer]:
     """The policy and scorer of a sweep, loaded once."""
     backend = config.policy_backend if config.policy else None
     policy = resolve_policy(config.policy, backend, **config.policy_args)
-    return policy, resolve_scorer(config.prm, config.prm_family, **config.prm_args)
+    return policy, resolve_scorer(config.prm, config.prm_family, config.prm_backend, **config.prm_args)
 
 
 def make_searcher(
