@@ -11,6 +11,7 @@ pytest.importorskip("yaml")
 
 from prmsearch.benchmarks.sweeps.config import SweepConfig
 from prmsearch.benchmarks.sweeps.recipes import MODEL_FREE_SCORERS, RecipeError, load_recipe, parse_recipe
+from prmsearch.scorers import SCORERS
 
 RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
 MINIMAL = {
@@ -37,7 +38,9 @@ def test_recipe_resolves_to_a_valid_sweep(path):
     assert recipe.prm.model or recipe.prm.family in MODEL_FREE_SCORERS
     assert recipe.sweep.policy_backend == recipe.policy.backend
     assert recipe.sweep.prm_family == recipe.prm.family
-    assert recipe.prm.scorer_name() in ("vllm-qwen-prm", "vllm-server", recipe.prm.family)
+    scorer = recipe.prm.scorer_name()  # the family on its backend: a registered scorer name
+    assert SCORERS.has(scorer), scorer
+    assert scorer == recipe.prm.family if recipe.prm.backend in (None, "hf") else scorer != recipe.prm.family
     assert recipe.sweep.to_dict()["strategies"]  # JSON-ready for the manifest
 
 

@@ -13,8 +13,7 @@ from prmsearch.scorers.base import HF_PRM, SCORERS, make_scorer, register_scorer
 __all__ = ["SCORERS", "SCORER_BACKENDS", "backend_scorer", "make_scorer", "register_scorer"]
 
 #: the built-in PRM families read from a language-model head: one-token generations on vLLM
-LM_HEAD_FAMILIES = tuple(sorted(name for name in _formats.PRM_FORMATS.names()
-                                if _formats.PRM_FORMATS.get(name).head == "lm"))
+LM_HEAD_FAMILIES = _formats.families_with_head("lm")
 #: the scorer that runs a PRM family on a backend other than transformers (``hf``: the family's own)
 SCORER_BACKENDS: dict[str, dict[str, str]] = {
     # vLLM in process: qwen-prm on the pooling runner, the LM-head families as verdict logprobs

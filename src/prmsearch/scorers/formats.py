@@ -414,6 +414,11 @@ class TokenClassificationFormat(PRMFormat):
         return torch.softmax(outputs[:, :2], dim=-1)[:, self.positive_index]
 
 
+def families_with_head(head: str) -> tuple[str, ...]:
+    """The registered PRM families whose model is read from ``head`` (``"lm"``, ``"qwen"``...), sorted."""
+    return tuple(sorted(name for name in PRM_FORMATS.names() if PRM_FORMATS.get(name).head == head))
+
+
 def make_format(family: str, tokenizer: Any, **options: Any) -> PRMFormat:
     """Build the format of ``family`` for ``tokenizer``; an unknown family lists the known ones."""
     return PRM_FORMATS.get(family)(tokenizer, **options)

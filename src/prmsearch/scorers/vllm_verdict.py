@@ -36,7 +36,7 @@ from prmsearch.engines.vllm_engine import (
     shutdown_llm,
 )
 from prmsearch.scorers.base import MalformedReply, ScoreRequest, StepScores, check_prm_length
-from prmsearch.scorers.formats import PRM_FORMATS, make_format
+from prmsearch.scorers.formats import PRM_FORMATS, families_with_head, make_format
 from prmsearch.scorers.score_cache import StepScoreCache, step_keys
 
 
@@ -62,11 +62,9 @@ class VLLMVerdictScorer:
                  format_options: dict[str, Any] | None = None, score_cache_entries: int = 200_000,
                  **engine: Any) -> None:
         if PRM_FORMATS.get(family).head != "lm":  # an unknown family lists the known ones
-            from prmsearch.scorers import LM_HEAD_FAMILIES
-
             raise ValueError(
                 f"the vllm verdict scorer runs the PRM families read from an LM head "
-                f"({', '.join(LM_HEAD_FAMILIES)}), got {family!r}; qwen-prm runs on vllm-qwen-prm, "
+                f"({', '.join(families_with_head('lm'))}), got {family!r}; qwen-prm runs on vllm-qwen-prm, "
                 "the others on the transformers scorer"
             )
         cfg = engine_config(str(model), engine)
