@@ -32,17 +32,16 @@ from prmsearch.engines.vllm_engine import (
     model_folder,
     read_config,
     safetensors_parameters,
-    shutdown_llm,
 )
 from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores, check_prm_length
-from prmsearch.scorers.formats import make_format
-from prmsearch.scorers.score_cache import StepScoreCache, step_keys
+from prmsearch.scorers.score_cache import step_keys
+from prmsearch.scorers.vllm_common import InProcessVLLMScorer
 
 SUPPORTED_FAMILIES = ("qwen-prm",)
 QWEN_PRM_ARCH = "Qwen2ForProcessRewardModel"
 
 
-class VLLMPRMScorer:
+class VLLMPRMScorer(InProcessVLLMScorer):
     """A :class:`~prmsearch.scorers.base.Scorer` running a ``qwen-prm`` PRM on vLLM.
 
     Args:
@@ -64,8 +63,6 @@ class VLLMPRMScorer:
                 f"the vllm scorer runs PRM families {list(SUPPORTED_FAMILIES)}, got {family!r}; "
                 "use the transformers scorer (make_scorer(family, model=...)) for the others"
             )
-        if not isinstance(score_cache_entries, int) or score_cache_entries < 0:
-            raise ValueError(f"score_cache_entries must be an int >= 0, got {score_cache_entries!r}")
         engine.setdefault("enable_prefix_caching", False)  # see the module docstring
         cfg = engine_config(str(model), engine)
         if engine:
@@ -77,14 +74,7 @@ class VLLMPRMScorer:
                 f"{cfg.model} declares architectures {archs}, not [{QWEN_PRM_ARCH!r}]; the "
                 "qwen-prm family needs a Qwen2.5-Math-PRM style checkpoint"
             )
-        if tokenizer is None:
-            from prmsearch.engines.loading import load_tokenizer
-
-            tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
-        self.config = cfg
-        self.family = family
-        self.format = make_format(family, tokenizer, **(format_options or {}))
-        self.tokenizer = tokenizer
+        self._set_up(cfg, family, tokenizer, format_options, score_cache_entries)
         from vllm.config import PoolerConfig
 
         self.llm = build_llm(cfg, runner="pooling",
@@ -92,26 +82,6 @@ class VLLMPRMScorer:
         self.max_length = max_model_len(self.llm)
         self._num_parameters = safetensors_parameters(folder)
         self.cost = folder_cost(folder, score_head="score") or ModelCost.dense(self._num_parameters)
-        self._cache = StepScoreCache(score_cache_entries)
-
-    @property
-    def num_parameters(self) -> int:
-        """Parameter count (from the checkpoint headers), for the FLOP estimate."""
-        return self._num_parameters
-
-    def close(self) -> None:
-        """Stop the engine's processes."""
-        shutdown_llm(self.llm)
-
-    def clear_caches(self) -> None:
-        """Forget cached scores (vLLM's own prefix cache is left alone)."""
-        self._cache.clear()
-
-    def encode(self, request: ScoreRequest) -> tuple[list[int], list[int]]:
-        """Token ids (cut after the last separator) and one read position per step."""
-        self.format.check_text(request.question, request.steps)
-        enc = self.format.encode(request.question, request.steps)
-        return enc.ids[: enc.positions[-1] + 1], enc.positions
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
         """One :class:`StepScores` per request, in order, from ONE ``LLM.encode`` call."""

@@ -33,11 +33,11 @@ from prmsearch.engines.vllm_engine import (
     max_model_len,
     model_folder,
     safetensors_parameters,
-    shutdown_llm,
 )
 from prmsearch.scorers.base import MalformedReply, ScoreRequest, StepScores, check_prm_length
-from prmsearch.scorers.formats import PRM_FORMATS, families_with_head, make_format
-from prmsearch.scorers.score_cache import StepScoreCache, step_keys
+from prmsearch.scorers.formats import PRM_FORMATS, families_with_head
+from prmsearch.scorers.score_cache import step_keys
+from prmsearch.scorers.vllm_common import InProcessVLLMScorer
 
 
 class VerdictLogprobError(MalformedReply):
@@ -45,7 +45,7 @@ class VerdictLogprobError(MalformedReply):
     ``logprob_token_ids``)."""
 
 
-class VLLMVerdictScorer:
+class VLLMVerdictScorer(InProcessVLLMScorer):
     """A :class:`~prmsearch.scorers.base.Scorer` running an LM-head PRM family on vLLM.
 
     Args:
@@ -70,15 +70,7 @@ class VLLMVerdictScorer:
         cfg = engine_config(str(model), engine)
         if engine:
             raise ValueError(f"unknown VLLMVerdictScorer arguments {sorted(engine)}")
-        if tokenizer is None:
-            from prmsearch.engines.loading import load_tokenizer
-
-            tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
-        self.config = cfg
-        self.family = family
-        self.format = make_format(family, tokenizer, **(format_options or {}))
-        self.tokenizer = tokenizer
-        self._cache = StepScoreCache(score_cache_entries)
+        self._set_up(cfg, family, tokenizer, format_options, score_cache_entries)
         from vllm import SamplingParams
 
         self._params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
@@ -88,25 +80,6 @@ class VLLMVerdictScorer:
         folder = model_folder(cfg.model)
         self._num_parameters = safetensors_parameters(folder)
         self.cost = folder_cost(folder) or ModelCost.dense(self._num_parameters)
-
-    @property
-    def num_parameters(self) -> int:
-        """Parameter count (from the checkpoint headers), for the FLOP estimate."""
-        return self._num_parameters
-
-    def close(self) -> None:
-        """Stop the engine's processes."""
-        shutdown_llm(self.llm)
-
-    def clear_caches(self) -> None:
-        """Forget cached scores (vLLM's own prefix cache is left alone)."""
-        self._cache.clear()
-
-    def encode(self, request: ScoreRequest) -> tuple[list[int], list[int]]:
-        """Token ids (cut after the last read position) and one read position per step."""
-        self.format.check_text(request.question, request.steps)
-        enc = self.format.encode(request.question, request.steps)
-        return enc.ids[: enc.positions[-1] + 1], enc.positions
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[StepScores]:
         """One :class:`StepScores` per request, in order; the missing steps go to vLLM in waves
