@@ -3,6 +3,8 @@ as ``-``, a model stuck in a loop stopped, GSM8K's train split, and model-free s
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import run_one
 
@@ -91,3 +93,14 @@ def test_a_family_alone_names_a_scorer_that_needs_no_model():
     greedy, beam = make_strategy("greedy"), make_strategy("beam")
     assert reads_no_scores([greedy], None, None) and not reads_no_scores([greedy, beam], None)
     assert not reads_no_scores([greedy], "policy-confidence")
+
+
+def test_the_cli_quiets_vllm_logs_unless_the_user_set_a_level(monkeypatch, capsys):
+    from prmsearch.cli import ENGINE_LOG_LEVEL, main
+
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    assert main(["strategies"]) == 0
+    assert os.environ["VLLM_LOGGING_LEVEL"] == ENGINE_LOG_LEVEL == "WARNING"
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    assert main(["strategies"]) == 0
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "INFO"  # the user's choice stands

@@ -20,6 +20,7 @@ names below are importable from here as they were when the CLI was one module.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -149,9 +150,15 @@ def _benchmark_commands(sub) -> None:
 _EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve, _add_view]
 
 
+#: vLLM's own log level under the command (its INFO lines, about 70 for one ``solve`` with two
+#: engines, buried the answer); set ``VLLM_LOGGING_LEVEL=INFO`` to see them again.
+ENGINE_LOG_LEVEL = "WARNING"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", ENGINE_LOG_LEVEL)  # before vLLM is imported
     try:
         load_plugins(args.plugin)
         return args.func(args)
