@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer
+from prmsearch.answers import AnswerMatcher, canonical_answer, extract_answer, extract_boxed_answer
 
 
 @pytest.mark.parametrize(
@@ -146,3 +148,19 @@ def test_gsm8k_answers_are_read_from_a_box_a_marker_or_a_cue(text, answer):
 
 def test_a_gsm8k_marker_counts_only_at_a_line_start():
     assert extract_answer("We write x #### 3 in the middle of a line") is None
+
+
+_PIECES = ["\\boxed{7}", "\\boxed{x^{2}}", "\\fbox{(1, 2)}", "\\boxed 5", "\\boxed{", "\\fbox{", "{", "}",
+           "7", "x^{2}", ", ", " and ", "$", "\\(", "The answer is 4. ", "#### 9", "\n", " ", "\\frac{1}{2}"]
+_FREE = [piece for piece in _PIECES if "box" not in piece]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_FREE), max_size=8).map("".join), max_size=4),
+       st.lists(st.sampled_from(_PIECES), min_size=1, max_size=10).map("".join))
+def test_a_boxed_last_step_is_read_alone_when_no_step_before_holds_a_box(earlier, last):
+    """The driver reads a finished step's boxed answer off the step alone (with stop_on_answer
+    no step above it holds a box): that must equal reading the whole path."""
+    boxed = extract_boxed_answer(last)
+    if boxed is not None:
+        assert boxed == extract_answer("\n\n".join([*earlier, last]))

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 #: Where a final answer is announced; the answer is what follows the last cue.
@@ -89,9 +90,9 @@ def digits_of(n: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Box:
-    """One well-formed box: where it starts and ends in the text, and its content."""
+class _Box(NamedTuple):
+    """One well-formed box: where it starts and ends in the text, and its content (a named
+    tuple: the driver reads every finished path's boxes, and a tuple is the cheapest record)."""
 
     start: int
     end: int  # index just past the box
@@ -99,6 +100,8 @@ class _Box:
 
 
 _BRACE = re.compile(r"[{}]")
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_BARE_BOX_VALUE = re.compile(r" +([^\s$]+)")
 
 
 def brace_pairs(text: str) -> dict[int, int]:
@@ -120,14 +123,14 @@ def _boxes(text: str) -> list[_Box]:
         return []
     pairs = brace_pairs(text)
     found: list[_Box] = []
-    for match in re.finditer(r"\\(?:boxed|fbox)(?![A-Za-z])", text):
+    for match in _BOX_COMMAND.finditer(text):
         i = match.end()
         if i < len(text) and text[i] == "{":
             end = pairs.get(i)
             if end is not None:
                 found.append(_Box(match.start(), end + 1, text[i + 1 : end].strip()))
         elif i < len(text) and text[i] == " ":
-            bare = re.match(r" +([^\s$]+)", text[i : i + 200])
+            bare = _BARE_BOX_VALUE.match(text[i : i + 200])
             if bare:
                 found.append(_Box(match.start(), i + bare.end(), bare.group(1)))
     return found
@@ -166,6 +169,8 @@ def _joins(gap: str) -> bool:
 def _last_box_run(boxes: list[_Box], text: str) -> list[str]:
     """The contents of the last box and of the boxes before it that form one answer with it."""
     last = boxes[-1]
+    if len(boxes) == 1:  # the common case: one box, nothing to join
+        return [last.content] if last.content else []
     shape = _shape(last.content)
     run = [last.content]
     if shape[0] in ("value", "bracket"):
@@ -204,16 +209,23 @@ def _bare_maths(text: str) -> str | None:
     return None
 
 
-def extract_answer(text: str) -> str | None:
-    """Final answer of a solution: boxed answer(s), else a cue, else bare maths (module docstring)."""
-    if not text or not isinstance(text, str):
-        return None
+def extract_boxed_answer(text: str) -> str | None:
+    """The boxed part of `extract_answer`: the last box with the boxes that form one answer with
+    it, or None when ``text`` holds no well-formed box. Equal to `extract_answer` on any longer
+    text that only adds box-free text in front (the driver reads a finished step alone)."""
     boxes = _boxes(text)
     if boxes:
         run = _last_box_run(boxes, text)
         if run:
             return ", ".join(run)
-    return _after_cue(text) or _bare_maths(text)
+    return None
+
+
+def extract_answer(text: str) -> str | None:
+    """Final answer of a solution: boxed answer(s), else a cue, else bare maths (module docstring)."""
+    if not text or not isinstance(text, str):
+        return None
+    return extract_boxed_answer(text) or _after_cue(text) or _bare_maths(text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from prmsearch.answers import AnswerMatcher, extract_answer
+from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores
@@ -256,11 +256,21 @@ class TreeWriter:
         empty = not text.strip()
         at_max = tree.depth[node] >= self.max_depth and not whole_solution
         has_box = self.stop_on_answer and ("\\boxed" in text or "\\fbox" in text)
-        looped = not whole_solution and not empty and tree.repeats_recent_step(node)
-        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box or looped):
-            return
-        answer = extract_answer(self.sampling.delimiter.join(tree.path_steps(node)))
-        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max or looped))
+        looped: bool | None = None  # walks up the path: read only where it decides something
+        if not (whole_solution or finish is not Finish.STEP or empty or at_max or has_box):
+            looped = tree.repeats_recent_step(node)
+            if not looped:
+                return
+        answer = None
+        if has_box and not whole_solution:
+            # With stop_on_answer, a step holding a box ends its path, so no step above this one
+            # holds one: the path's boxes are this step's, and its answer is read off it alone
+            answer = extract_boxed_answer(text)
+        if answer is None:
+            answer = extract_answer(self.sampling.delimiter.join(tree.path_steps(node)))
+        if answer is None and looped is None and not (empty or at_max or whole_solution):
+            looped = tree.repeats_recent_step(node)
+        truncated = finish is Finish.LENGTH or (answer is None and (empty or at_max or bool(looped)))
         group = self.answers.group(job, answer) if answer is not None else -1
         tree.mark_terminal(node, truncated=truncated, answer=answer, group=group)
 
