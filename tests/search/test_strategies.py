@@ -68,6 +68,31 @@ def test_beam_ranks_by_the_chosen_aggregation():
     assert math.isclose(result.score, 0.8)
 
 
+def test_distinct_beams_pass_over_a_step_that_repeats_a_sibling():
+    # the root's four samples hold A1 twice (once with other spacing); A1 scores best
+    script = {
+        (): ["A1", "A2", " A1 ", "A3"],
+        **{(first,): [f"{first.strip()} \\boxed{{{k}}}" for k in (1, 2)]
+           for first in ("A1", " A1 ", "A2", "A3")},
+    }
+    scores = {"A1": 0.9, " A1 ": 0.9, "A2": 0.5, "A3": 0.2}
+    plain = make_strategy("beam", n=4, width=2, aggregation="last")
+    tree = run_one(ScriptedPolicy(script), ScriptedScorer(scores), plain)[0].tree
+    kept = [node for node in tree.children(ROOT) if tree.children(node)]
+    assert texts(tree, kept) == ["A1", " A1 "]  # two beams on one path
+    distinct = make_strategy("beam", n=4, width=2, aggregation="last", distinct=True)
+    tree = run_one(ScriptedPolicy(script), ScriptedScorer(scores), distinct)[0].tree
+    kept = [node for node in tree.children(ROOT) if tree.children(node)]
+    assert texts(tree, kept) == ["A1", "A2"]  # the copy's slot goes to the next different path
+    same = {(): ["A1", "A1", "A1", "A1"], ("A1",): ["A1 \\boxed{1}", "A1 \\boxed{2}"]}
+    tree = run_one(ScriptedPolicy(same), ScriptedScorer(scores), distinct)[0].tree
+    kept = [node for node in tree.children(ROOT) if tree.children(node)]
+    assert texts(tree, kept) == ["A1", "A1"]  # no different path: copies fill the beams
+    assert make_strategy("beam", n=4, width=2, distinct="yes").config.distinct is True
+    with pytest.raises(ValueError, match="distinct"):
+        make_strategy("beam", n=4, width=2, distinct="sometimes")
+
+
 def test_dvts_subtrees_are_independent():
     script = {(): ["G1", "G2"], **{(s,): [f"{s} \\boxed{{{s}}}"] for s in ("G1", "G2")}}
     counter = {"calls": 0}
