@@ -68,7 +68,7 @@ def test_beam_ranks_by_the_chosen_aggregation():
     assert math.isclose(result.score, 0.8)
 
 
-def test_distinct_beams_pass_over_a_step_that_repeats_a_sibling():
+def test_distinct_beams_rank_a_repeated_step_behind_every_different_one():
     # the root's four samples hold A1 twice (once with other spacing); A1 scores best
     script = {
         (): ["A1", "A2", " A1 ", "A3"],

@@ -43,12 +43,13 @@ class BeamConfig(SearchConfig):
         stop_agree: how many distinct finished beams must share the best one's answer.
         distinct: rank a candidate that repeats a sibling's step (same parent, same text
             spacing aside) behind every different one, so a copy takes a beam slot only where
-            no different path claims it (the compute stays the same). A copy scores the same as
-            its original; on the real 0.5B's GSM8K beam@16 with the 1.5B verifier (100 problems),
-            11% of the children repeated a sibling and 8% of the kept beams were copies. Off by default:
-            on the embedded models (beam@16, 200 test problems) it cost 3.5 points (94.5% ->
-            91.0%), since copies of a right path add its weight to the final vote; dropping the
-            copies outright (fewer beams) cost 13 (81.5%).
+            no different path claims it (the generations per step stay the same). A copy
+            scores the same as its original; on the real 0.5B's GSM8K beam@16 with the 1.5B
+            verifier (100 problems), 11% of the children repeated a sibling and 8% of the kept
+            beams were copies. Off by default: on the embedded models (beam@16, 200 test
+            problems) it cost 3.5 points (94.5% -> 91.0%), since copies of a right path add
+            weight to its answer in the final vote; dropping the copies outright (fewer beams)
+            cost 13 (81.5%).
     """
 
     width: int = 4
