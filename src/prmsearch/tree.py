@@ -150,9 +150,9 @@ class SearchTree:
         self.parent.extend(parents)
         depth.extend(new_depths)
         self.step_text.extend(step_texts)
-        self.token_ids.extend(ids if type(ids) is tuple else tuple(ids) for ids in token_ids)
+        self.token_ids.extend(map(tuple, token_ids))  # tuple() hands a tuple back as it is
         self.logprob.extend(map(float, logprobs))
-        self.token_logprobs.extend(lps if type(lps) is tuple else tuple(lps) for lps in token_logprobs)
+        self.token_logprobs.extend(map(tuple, token_logprobs))
         self.score.extend(nans)
         self.visits.extend([0] * k)
         self.value_sum.extend([0.0] * k)

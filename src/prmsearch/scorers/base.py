@@ -30,6 +30,24 @@ class ScoreRequest:
     token_logprobs: tuple[tuple[float, ...], ...] | None = None
 
 
+_new_object = object.__new__
+_set_question = ScoreRequest.question.__set__  # type: ignore[attr-defined]
+_set_steps = ScoreRequest.steps.__set__  # type: ignore[attr-defined]
+_set_token_logprobs = ScoreRequest.token_logprobs.__set__  # type: ignore[attr-defined]
+
+
+def path_score_request(question: str, steps: tuple[str, ...]) -> ScoreRequest:
+    """``ScoreRequest(question, steps)``, built in half the time: the driver makes one per new
+    node, and a frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs
+    about 0.8 us of a node's ~5 us. Writes the slots directly; the result is equal to the
+    constructor's."""
+    request = _new_object(ScoreRequest)
+    _set_question(request, question)
+    _set_steps(request, steps)
+    _set_token_logprobs(request, None)
+    return request
+
+
 @dataclass(frozen=True, slots=True)
 class StepScores:
     """The step scores of one request and what they cost.

@@ -15,7 +15,7 @@ import numpy as np
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams
-from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores
+from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores, path_score_request
 from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import Expand
@@ -163,13 +163,14 @@ class TreeWriter:
         n = generated = computed = cached = flops = 0  # the round's requests, charged at once
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             n += request.n
-            generated += gen.tokens_generated
+            sample_tokens = gen.sample_tokens()  # the samples' lengths when the backend gave no count
+            generated += sum(sample_tokens) if gen.generated_tokens is None else gen.generated_tokens
             computed += gen.prompt_tokens_computed + gen.prompt_tokens_recomputed
             cached += gen.prompt_tokens_cached
             flops += generation_flops(
                 cached=gen.prompt_tokens_cached,
                 computed=gen.prompt_tokens_computed,
-                sample_tokens=gen.sample_tokens(),
+                sample_tokens=sample_tokens,
                 recomputed=gen.prompt_tokens_recomputed,
             )
             samples = gen.samples
@@ -197,10 +198,12 @@ class TreeWriter:
             texts,
             [sample.token_ids for sample in sample_list],
             [sample.logprob for sample in sample_list],
-            [sample.finish.value for sample in sample_list],
+            # `_value_` is the member's plain attribute; `.value` is a descriptor call per sample
+            [sample.finish._value_ for sample in sample_list],
             [sample.token_logprobs for sample in sample_list],
         )
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
+        question, reads_logprobs = tree.question, self.reads_logprobs
         paths: dict[int, tuple[str, ...]] = {}
         child = first
         for request, gen in zip(requests, gens):
@@ -221,7 +224,11 @@ class TreeWriter:
                 ):
                     self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
-                score_requests.append(self.score_request(tree, path, child))
+                score_requests.append(
+                    self.score_request(tree, path, child)
+                    if reads_logprobs
+                    else path_score_request(question, path)
+                )
                 spans.append((child, child))
                 child += 1
             reply.append(list(range(start, child)))
