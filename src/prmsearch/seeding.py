@@ -11,14 +11,27 @@ import zlib
 _MASK64 = (1 << 64) - 1
 
 
-def mix_seed(*values: int) -> int:
-    """A 63-bit seed mixed from ints (splitmix64), stable across runs and platforms."""
-    state = 0x9E3779B97F4A7C15
+_START = 0x9E3779B97F4A7C15
+
+
+def mixer_state(*values: int, state: int = _START) -> int:
+    """The mixer's state after ``values``: a caller that mixes many seeds from one fixed first
+    value (the driver: a problem's seed, then a node and an expansion count) mixes it once."""
     for value in values:
         state = (state ^ (value & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
         state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
         state ^= state >> 29
-    return state >> 1
+    return state
+
+
+def mix_seed(*values: int) -> int:
+    """A 63-bit seed mixed from ints (splitmix64), stable across runs and platforms."""
+    return mixer_state(*values) >> 1
+
+
+def mix_seed_from(state: int, *values: int) -> int:
+    """``mix_seed(*first, *values)`` where ``state`` is ``mixer_state(*first)``."""
+    return mixer_state(*values, state=state) >> 1
 
 
 def problem_seed(seed: int, question: str) -> int:

@@ -165,7 +165,7 @@ class SearchTree:
         self.path_sum.extend(nans)
         self.path_prod.extend(nans)
         children = self._children
-        children.extend([] for _ in range(k))
+        children.extend([[] for _ in range(k)])
         for node, parent in enumerate(parents, first):
             children[parent].append(node)
         return first

@@ -12,6 +12,7 @@ import numpy as np
 from prmsearch.search.failures import describe
 from prmsearch.search.ledger import Ledger
 from prmsearch.search.protocol import BoundStrategy, Choice, Expand
+from prmsearch.seeding import mixer_state
 from prmsearch.tree import SearchTree
 
 
@@ -23,6 +24,7 @@ class Job:
         strategy: the bound strategy searching it.
         ticket: the Future a session hands its caller (None in a plain run).
         tree, seed, ledger: its tree, seed and compute spent.
+        seed_state: the seed mixer's state after ``seed`` (`prmsearch.seeding.mixer_state`).
         reply: the node ids of its last expansion's children, sent to the strategy next.
         groups: canonical answer -> answer group id.
         expansions: node -> how often it was expanded (each expansion gets its own seed).
@@ -45,6 +47,7 @@ class Job:
         "paths",
         "reply",
         "seed",
+        "seed_state",
         "started",
         "strategy",
         "ticket",
@@ -58,6 +61,7 @@ class Job:
         self.ticket: Any = None
         self.tree = SearchTree(question)
         self.seed = seed
+        self.seed_state = mixer_state(seed)  # node seeds mix (seed, node, serial): seed once
         self.gen = strategy.start(self.tree, np.random.default_rng(seed))
         self.reply: list[list[int]] | None = None
         self.ledger = Ledger()

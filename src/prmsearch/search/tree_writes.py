@@ -20,7 +20,7 @@ from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import Expand
 from prmsearch.search.results import RunStats
-from prmsearch.seeding import mix_seed
+from prmsearch.seeding import mix_seed_from
 from prmsearch.steps import split_steps
 from prmsearch.tree import LOOP_TIMES, LOOP_WINDOW, SearchTree
 
@@ -115,7 +115,7 @@ class TreeWriter:
                     steps=paths[node] if node in paths else tree.path_steps(node),
                     n=count,
                     sampling=sampling,
-                    seed=mix_seed(job.seed, node, serial),
+                    seed=mix_seed_from(job.seed_state, node, serial),  # = mix_seed(job.seed, node, serial)
                     stop_at_step=not expand.full_solution,
                 )
             )
