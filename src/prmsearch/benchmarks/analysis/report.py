@@ -227,6 +227,30 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return markdown_table(summary) + markdown_section(summary) + verifier_table(summary)
 
 
+_SCORER_MARKERS = ("s", "^", "D", "v", "P", "X")
+
+
+def series_looks(names: list[str]) -> dict[str, tuple[Any, str, str]]:
+    """A (colour, marker, line style) per series, none shared: one colour per strategy (the
+    name before ``" ["``), and per scorer (the bracketed rest, as the real-model table labels
+    series) its own marker and a dashed line, so "beam" and "beam [1.5B as verifier]" read as
+    one family and no two strategies share a colour, however many there are."""
+    import matplotlib.pyplot as plt
+
+    bases = sorted({name.split(" [")[0] for name in names})
+    palette = plt.get_cmap("tab10" if len(bases) <= 10 else "tab20").colors
+    scorers = sorted({name.partition(" [")[2] for name in names} - {""})
+    looks = {}
+    for name in names:
+        base, _, scorer = name.partition(" [")
+        color = palette[bases.index(base) % len(palette)]
+        if not scorer:
+            looks[name] = (color, "o", "-")
+        else:
+            looks[name] = (color, _SCORER_MARKERS[scorers.index(scorer) % len(_SCORER_MARKERS)], "--")
+    return looks
+
+
 def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     """Accuracy vs. budget and vs. FLOPs per strategy; False when matplotlib is missing."""
     try:
@@ -240,6 +264,7 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
     for run in summary["runs"]:
         by_strategy[run["strategy"]].append(run)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2))
+    look = series_looks(sorted(by_strategy))
     for strategy, runs in sorted(by_strategy.items()):
         per_budget: dict[int, list[dict]] = defaultdict(list)
         for run in runs:
@@ -247,9 +272,10 @@ def plot_accuracy(summary: dict[str, Any], path: Path) -> bool:
         budgets = sorted(per_budget)
         acc = [100 * np.mean([r["accuracy"] for r in per_budget[b]]) for b in budgets]
         flops = [np.mean([r["flops"] for r in per_budget[b]]) for b in budgets]
-        style = "o" if len(budgets) == 1 else "o-"
-        left.plot(budgets, acc, style, label=strategy)
-        right.plot(flops, acc, style, label=strategy)
+        color, marker, line = look[strategy]
+        style = {"color": color, "marker": marker, "linestyle": line if len(budgets) > 1 else "none"}
+        left.plot(budgets, acc, label=strategy, **style)
+        right.plot(flops, acc, label=strategy, **style)
     left.set_xscale("log", base=2)
     left.set_xlabel("budget n (generations)")
     if any(run["flops"] > 0 for run in summary["runs"]):
