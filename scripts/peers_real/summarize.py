@@ -49,9 +49,9 @@ def main():
     golds = [p["gold"] for p in problems]
     print("## Real policy side by side: Qwen2.5-Coder-0.5B-Instruct on one vLLM CPU server, "
           "GSM8K test (shuffle seed 0)\n")
-    print("| library | verifier | algorithm | problems/s | framework / raw | HTTP requests |"
-          " PRM tokens | accuracy |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| library | verifier | algorithm | problems/s | generated tokens | generated tok/s |"
+          " framework / raw | HTTP requests | PRM tokens | accuracy |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     checks, notes = [], []
     order = {"beam": 0, "pf": 1, "bon": 2}
     rows = []
@@ -72,8 +72,13 @@ def main():
         pps = "; ".join(f"{x['problems_per_s']:.3f}" for x in runs)
         ratio = "; ".join(f"{x['ratio']:.2f}" if x.get("ratio") is not None else "-" for x in runs)
         verifier = vname if vname == "zero-cost" else f"PRM {os.path.basename(str(r['prm']).rstrip('/'))}"
-        print(f"| {lib} | {verifier} | {algo_label(r)} | {pps} | {ratio} | {r['http_requests']:,} | "
-              f"{prm_tokens(r, vname == 'zero-cost')} | {acc} |")
+        tokens = "; ".join(f"{x['gen_tokens']:,}" for x in runs)
+        tok_s = "; ".join(f"{x['gen_tok_per_s']:.0f}" for x in runs)
+        algo = algo_label(r)
+        if r.get("extra_body") or r.get("send_seed") is False:  # a probe of prmsearch_e2e.py
+            algo += f" ({'no seeds, ' if r.get('send_seed') is False else ''}{r.get('extra_body') or ''})"
+        print(f"| {lib} | {verifier} | {algo} | {pps} | {tokens} | {tok_s} | {ratio} | "
+              f"{r['http_requests']:,} | {prm_tokens(r, vname == 'zero-cost')} | {acc} |")
         if lib == "ThinkBooster":
             notes.append(f"ThinkBooster {vname} {r['algo']}: the server generated {r['gen_tokens']:,} "
                          f"tokens, ThinkBooster kept ~{r.get('tb_token_stats_out', 0):,} (its own count, "
@@ -82,7 +87,9 @@ def main():
         if failed:
             notes.append(f"{lib} {vname} {r['algo']}: {failed} failed requests/searches")
     print(f"\n{len(problems)} problems in problems.json; each row is {len(runs)} run(s), one value per run "
-          "(median row's HTTP requests and PRM tokens). framework / raw = generated tok/s of the "
+          "(median row's HTTP requests and PRM tokens). Generated tokens are the server's count (its "
+          "sampling draws differ between libraries, so problems/s also carries how long the drawn "
+          "solutions happened to be; generated tok/s does not). framework / raw = generated tok/s of the "
           "library over tok/s of ONE batched /v1/completions request of the same prompts and total "
           "tokens, measured right after each run.")
     if checks:
