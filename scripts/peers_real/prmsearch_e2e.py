@@ -119,12 +119,13 @@ def main():
                          "what the token log-probabilities prmsearch asks for cost the server)")
     ap.add_argument("--no-seed", action="store_true", help="send no per-request seed (its_hub sends none)")
     a = ap.parse_args()
+    extra_body = json.loads(a.extra_body)
     torch.set_num_threads(a.threads)
     problems, _ = C.load_problems(a.problems_json, a.problems)
     policy = CountingOpenAIPolicy(a.base_url, a.model_name, tokenizer=a.policy_dir, server="vllm",
                                   context_length=4096, prompt_as_ids=True, timeout=1800.0,
                                   max_concurrency=a.max_concurrency,
-                                  extra_body=json.loads(a.extra_body), send_seed=not a.no_seed)
+                                  extra_body=extra_body, send_seed=not a.no_seed)
     header = policy.prompt_text(problems[0]["question"], [])
     assert header == problems[0]["prompt"], "problems.json was written for another prompt format"
     if a.prm == "instant":
@@ -141,7 +142,7 @@ def main():
     for name in a.algos.split(","):
         reps = [run_once(name, policy, scorer, problems, a, seed) for seed in range(a.repeats)]
         for r in reps:
-            r.update(extra_body=json.loads(a.extra_body), send_seed=not a.no_seed)
+            r.update(extra_body=extra_body, send_seed=not a.no_seed)
             print(json.dumps({k: v for k, v in r.items() if k not in ("texts", "own_answers")}),
                   flush=True)
         row = C.median_row(reps)

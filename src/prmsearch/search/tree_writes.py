@@ -125,7 +125,7 @@ class TreeWriter:
         """The score request of the path ending at ``node``, with the policy's token
         log-probabilities along it for a scorer that reads them."""
         if not self.reads_logprobs:
-            return ScoreRequest(tree.question, path)
+            return path_score_request(tree.question, path)
         lps = tree.token_logprobs
         return ScoreRequest(tree.question, path, tuple(lps[i] for i in tree.path(node)))
 
@@ -163,14 +163,13 @@ class TreeWriter:
         n = generated = computed = cached = flops = 0  # the round's requests, charged at once
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             n += request.n
-            sample_tokens = gen.sample_tokens()  # the samples' lengths when the backend gave no count
-            generated += sum(sample_tokens) if gen.generated_tokens is None else gen.generated_tokens
+            generated += gen.tokens_generated
             computed += gen.prompt_tokens_computed + gen.prompt_tokens_recomputed
             cached += gen.prompt_tokens_cached
             flops += generation_flops(
                 cached=gen.prompt_tokens_cached,
                 computed=gen.prompt_tokens_computed,
-                sample_tokens=sample_tokens,
+                sample_tokens=gen.sample_tokens(),
                 recomputed=gen.prompt_tokens_recomputed,
             )
             samples = gen.samples
