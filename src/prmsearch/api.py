@@ -173,6 +173,7 @@ class Searcher:
         overlap: int = 1,
         schedule: str = "auto",
         max_batch: int | None = None,
+        policy_logprobs: str = "auto",
         seed: int = 0,
         matcher: AnswerMatcher | None = None,
         annotate: Callable[[str], str | None] | None = None,
@@ -189,6 +190,7 @@ class Searcher:
             overlap=overlap,
             schedule=schedule,
             max_batch=max_batch,
+            policy_logprobs=policy_logprobs,
         )
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()

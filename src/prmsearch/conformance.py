@@ -335,10 +335,16 @@ def _check_generation(check: str, label: str, request: GenerationRequest, gen: o
         ):
             _fail(check, f"{where}: token_ids is {sample.token_ids!r:.80}",
                   "return a tuple of Python ints (trees are saved as JSON)")
-        if not isinstance(sample.logprob, (int, float, np.floating)) or not math.isfinite(sample.logprob) \
-                or sample.logprob > 1e-6:
+        skipped = not request.logprobs and isinstance(sample.logprob, float) and math.isnan(sample.logprob)
+        if skipped and sample.token_logprobs:
+            _fail(check, f"{where}: logprob is NaN but token_logprobs holds "
+                         f"{len(sample.token_logprobs)} values",
+                  "a sample without log-probabilities has logprob NaN and no token_logprobs")
+        if not skipped and (not isinstance(sample.logprob, (int, float, np.floating))
+                            or not math.isfinite(sample.logprob) or sample.logprob > 1e-6):
             _fail(check, f"{where}: logprob is {sample.logprob!r}",
-                  "sum the sampled tokens' log-probabilities (a finite number <= 0)")
+                  "sum the sampled tokens' log-probabilities (a finite number <= 0; NaN only when "
+                  "the request set logprobs=False)")
         _check_token_logprobs(check, where, sample)
         if len(sample.token_ids) > request.sampling.max_new_tokens:
             _fail(check, f"{where} holds {len(sample.token_ids)} tokens, the limit was "
@@ -438,7 +444,8 @@ def check_policy(
     asked) and ``generated_tokens`` no smaller than the samples; temperature 0 giving the same
     samples whatever the seed. With ``reproducible`` (the contract's "same request, same seed,
     same samples"; pass False for a server that ignores seeds) the same requests give the same
-    samples again, in another batch and one at a time.
+    samples again, in another batch, one at a time and without log-probabilities
+    (``logprobs=False``, whose samples carry ``logprob`` NaN or the same values).
 
     Raises:
         ConformanceError: naming the broken rule and the fix.
@@ -481,6 +488,11 @@ def check_policy(
     fix = ("a sample must depend only on its request, its seed and its index (not on the batch or "
            "earlier calls); if the backend cannot promise that, pass reproducible=False")
     _same_samples(check, first[0], again, "request 0 asked again in another batch", logprob_tolerance, fix)
+    (bare,) = _generate(check, policy, [replace(batch[0], logprobs=False)], "request 0 without logprobs")
+    keys = [_sample_key(s) for s in first[0].samples]
+    if [_sample_key(s) for s in bare.samples] != keys:
+        _fail(check, "request 0 asked without log-probabilities (logprobs=False) gave other samples",
+              "logprobs=False may only skip the log-probabilities; the samples must stay the same")
     for i, request in enumerate(batch):
         (alone,) = _generate(check, policy, [request], f"request {i} alone")
         _same_samples(check, first[i], alone, f"request {i} alone vs in the batch", logprob_tolerance, fix)

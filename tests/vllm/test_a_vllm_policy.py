@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -59,6 +62,21 @@ def test_step_logprob_is_the_models_and_stops_at_the_delimiter(vllm_policy, hf_p
             assert len(s.token_logprobs) == len(s.token_ids)  # one per kept token, delimiter's dropped
             assert sum(s.token_logprobs) == pytest.approx(s.logprob, abs=1e-9)
             np.testing.assert_allclose(s.token_logprobs, lp, atol=1e-4)
+
+
+def test_requests_without_logprobs_give_the_same_samples(vllm_policy, questions):
+    """logprobs=False asks the engine for none (its log-softmax over the vocabulary is skipped):
+    the same seeded samples come back, with logprob NaN and no per-token values."""
+    hot = SamplingParams(temperature=1.2, max_new_tokens=48)
+    asked = [GenerationRequest(q, (), n=3, sampling=hot, seed=5 + i) for i, q in enumerate(questions[:3])]
+    asked.append(GenerationRequest(questions[0], (), n=2, sampling=hot, seed=9, stop_at_step=False))
+    bare = [replace(r, logprobs=False) for r in asked]
+    for a, b in zip(vllm_policy.generate(asked), vllm_policy.generate(bare), strict=True):
+        assert [(s.text, s.token_ids, s.finish) for s in a.samples] == \
+            [(s.text, s.token_ids, s.finish) for s in b.samples]
+        assert all(math.isfinite(s.logprob) and s.token_logprobs for s in a.samples)
+        assert all(math.isnan(s.logprob) and s.token_logprobs == () for s in b.samples)
+        assert a.tokens_generated == b.tokens_generated
 
 
 def test_greedy_step_equals_transformers(vllm_policy, hf_policy, questions):

@@ -7,7 +7,9 @@ test kills it in the middle of a beam search.
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -38,6 +40,22 @@ def test_greedy_step_equals_transformers(server, policy_dir, hf_policy, question
         assert a.samples[0].token_logprobs == pytest.approx(b.samples[0].token_logprobs, abs=1e-4)
         prompt = hf_policy.prompt_ids(req.question, [])
         assert a.prompt_tokens_computed + a.prompt_tokens_cached == len(prompt)
+
+
+def test_requests_without_logprobs_give_the_same_samples(server, policy_dir, questions):
+    """logprobs=False leaves "logprobs" out of the body (the server then skips its log-softmax):
+    the same seeded samples, cut exactly from the returned token ids, with logprob NaN."""
+    policy = _policy(server, policy_dir)
+    hot = SamplingParams(temperature=1.2, max_new_tokens=48)
+    asked = [GenerationRequest(q, (), n=2, sampling=hot, seed=3 + i) for i, q in enumerate(questions[:3])]
+    bare = [replace(r, logprobs=False) for r in asked]
+    prepared = policy._prepare(0, bare[0])
+    assert "logprobs" not in policy._body(prepared, 2, prepared.seed)
+    for a, b in zip(policy.generate(asked), policy.generate(bare), strict=True):
+        assert [(s.text, s.token_ids, s.finish) for s in a.samples] == \
+            [(s.text, s.token_ids, s.finish) for s in b.samples]
+        assert all(len(s.token_ids) > 0 and math.isnan(s.logprob) and s.token_logprobs == ()
+                   for s in b.samples)
 
 
 def test_split_n_gives_the_same_samples_as_native_n(server, policy_dir, questions):

@@ -220,6 +220,7 @@ def bench_config(args: argparse.Namespace):
             overlap=args.overlap,
             schedule=args.schedule,
             save_trees=getattr(args, "save_trees", False),
+            policy_logprobs=getattr(args, "policy_logprobs", None) or "auto",
         )
 
 
@@ -261,6 +262,8 @@ def recipe_overrides(args: argparse.Namespace, sweep) -> dict[str, Any]:
     }
     if getattr(args, "save_trees", False):  # the flag turns it on; a recipe may also set it
         overrides["save_trees"] = True
+    if getattr(args, "policy_logprobs", None) is not None:
+        overrides["policy_logprobs"] = args.policy_logprobs
     for name, flag in _RECIPE_OVERRIDES.items():
         value = getattr(args, name, None)
         if value is None:
@@ -486,6 +489,14 @@ def _add_bench(sub) -> None:
         help="rounds: every problem waits for the whole round; async: each problem advances as its "
         "own steps return; auto (default): async when the policy takes parallel calls (HTTP "
         "servers, the offline vLLM engine), else rounds. Same rows either way",
+    )
+    bench.add_argument(
+        "--policy-logprobs",
+        choices=("auto", "always"),
+        default=None,
+        help="when the policy is asked for token log-probabilities: auto (default) only for a "
+        "strategy or scorer that reads them (they cost a server about a tenth of its tokens/s); "
+        "always keeps them in every saved tree. Same rows either way",
     )
     bench.add_argument(
         "--recipe",

@@ -47,6 +47,7 @@ from prmsearch.search.protocol import (
     SearchGenerator,
     make_strategy,
     register_strategy,
+    strategy_spec,
 )
 from prmsearch.search.selection import Selection, node_candidates, select
 from prmsearch.search.strategies.common import SearchConfig
@@ -103,6 +104,18 @@ class PlannerConfig(SearchConfig):
                 f"bins were fitted with, got {self.aggregation.value}; leave it out to use the plan's"
             )
         plan.level(self.n)  # n must be one of its levels
+
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        """Whether the probe arm or an arm of level ``n`` reads the policy's log-probabilities
+        (an MCTS arm with the policy prior, confidence voting)."""
+        plan = self.plan
+        assert isinstance(plan, Plan)
+        arms = [*plan.level(self.n).arms, plan.probe_arm]
+        return any(
+            strategy_spec(arm.strategy).configure(n=arm.budget, **dict(arm.options)).needs_logprobs
+            for arm in arms if arm is not None and arm.searches
+        )
 
     @property
     def max_budget(self) -> int:

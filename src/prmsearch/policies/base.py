@@ -71,6 +71,11 @@ class GenerationRequest:
         stop_at_step: stop each sample at the delimiter (one step) when True; when False the
             sample runs to end-of-sequence or the token limit (a whole solution, delimiters
             included in the text).
+        logprobs: the caller reads the samples' log-probabilities. False lets a backend skip
+            computing them (a server's log-softmax over the vocabulary costs about a tenth of
+            its tokens/s): its samples then carry ``logprob`` NaN and no ``token_logprobs``.
+            A backend that gets them for free may return them anyway; the samples themselves
+            (text, ids, finish) must not depend on it.
     """
 
     question: str
@@ -79,6 +84,7 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     seed: int | None = None
     stop_at_step: bool = True
+    logprobs: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or self.n < 1:
@@ -93,7 +99,8 @@ class StepOutput:
         text: the step text without the trailing delimiter (or the whole solution text).
         token_ids: the generated token ids, delimiter and EOS tokens excluded where the
             backend can separate them.
-        logprob: the summed log-probability of ``token_ids`` under the sampling policy.
+        logprob: the summed log-probability of ``token_ids`` under the sampling policy; NaN
+            when the request did not ask for log-probabilities and the backend skipped them.
         finish: why the sample stopped.
         token_logprobs: the log-probability of each token of ``token_ids``, aligned with it, so
             that they sum to ``logprob``; empty when the backend cannot give them. Confidence

@@ -9,7 +9,9 @@ Identical prompts to the transformers backend: the prompt text is built by the s
 tokenizer, and vLLM receives token ids (``TokensPrompt``), so both engines see the same tokens.
 
 Per request: ``SamplingParams(n, temperature, top_p, max_tokens, stop=[delimiter], seed,
-logprobs=0)``. ``logprobs=0`` returns the sampled token's log-probability at each position;
+logprobs=0)``, and ``logprobs=None`` when the request does not read them
+(``GenerationRequest.logprobs``; the engine then skips its log-softmax over the vocabulary).
+``logprobs=0`` returns the sampled token's log-probability at each position;
 vLLM's default ``logprobs_mode="raw_logprobs"`` gives the model's own log-probabilities (before
 temperature / top-p), the same quantity the transformers backend reports. vLLM gives the
 ``i``-th sample of a seeded request the seed ``seed + i``, so samples depend only on the
@@ -194,7 +196,7 @@ class VLLMPolicy:
             stop=[sp.delimiter] if p.request.stop_at_step else None,
             stop_token_ids=sorted(self.eos_ids),
             seed=seed,
-            logprobs=0,
+            logprobs=0 if p.request.logprobs else None,
             skip_special_tokens=False,
             spaces_between_special_tokens=False,
         )
@@ -216,7 +218,7 @@ class VLLMPolicy:
         for p, out in zip(prepared, outputs, strict=True):
             cached.append(min(int(out.num_cached_tokens or 0), len(p.ids)))
             by_index = sorted(out.outputs, key=lambda c: c.index)
-            samples.append([_absorb(_Sample(), c) for c in by_index])
+            samples.append([_absorb(_Sample(), c, p.request.logprobs) for c in by_index])
         recomputed = self._continue_blank(prepared, samples)
         with self._tokenizer_lock:
             return [
@@ -258,19 +260,26 @@ class VLLMPolicy:
             for (i, k), out, prompt in zip(todo, outputs, prompts, strict=True):
                 length = len(prompt["prompt_token_ids"])
                 recomputed[i] += length - min(int(out.num_cached_tokens or 0), length)
-                _absorb(samples[i][k], out.outputs[0])
+                _absorb(samples[i][k], out.outputs[0], prepared[i].request.logprobs)
         return recomputed
 
     def _output(self, p: _Prepared, s: _Sample) -> StepOutput:
         """Cut one finished sample the way the transformers backend does."""
-        return step_output(self.tokenizer, s.ids, s.logprobs, stopped=s.reason == "stop",
+        lps = s.logprobs if p.request.logprobs else None
+        return step_output(self.tokenizer, s.ids, lps, stopped=s.reason == "stop",
                            eos_ids=self.eos_ids, stop_at_step=p.request.stop_at_step,
                            delimiter=p.request.sampling.delimiter)
 
 
-def _absorb(sample: _Sample, completion: Any) -> _Sample:
-    """Append a vLLM ``CompletionOutput``'s ids and per-token logprobs to ``sample``."""
+def _absorb(sample: _Sample, completion: Any, logprobs: bool) -> _Sample:
+    """Append a vLLM ``CompletionOutput``'s ids (and per-token logprobs, when the request asked
+    for them) to ``sample``."""
     ids = list(completion.token_ids)
+    sample.reason = completion.finish_reason
+    sample.stop = completion.stop_reason
+    if not logprobs:
+        sample.ids.extend(ids)
+        return sample
     entries = completion.logprobs or []
     if len(entries) != len(ids):
         raise RuntimeError(
@@ -279,8 +288,6 @@ def _absorb(sample: _Sample, completion: Any) -> _Sample:
         )
     sample.ids.extend(ids)
     sample.logprobs.extend(float(entry[tok].logprob) for tok, entry in zip(ids, entries))
-    sample.reason = completion.finish_reason
-    sample.stop = completion.stop_reason
     return sample
 
 

@@ -11,6 +11,7 @@ EOS token is dropped. Those tokens are still generated (and charged), but they a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from prmsearch.policies.stopping import cut_at, decode, find_step_end
 def step_output(
     tokenizer: Any,
     ids: Sequence[int],
-    logprobs: Sequence[float],
+    logprobs: Sequence[float] | None,
     *,
     stopped: bool,
     eos_ids: Collection[int],
@@ -33,7 +34,8 @@ def step_output(
     Args:
         tokenizer: the policy's transformers tokenizer (decodes ids exactly).
         ids: every generated id, delimiter and EOS included.
-        logprobs: the model's log-probability of each id.
+        logprobs: the model's log-probability of each id, or None when the request did not
+            ask for them (the sample's ``logprob`` is then NaN and it has no ``token_logprobs``).
         stopped: the engine stopped the sample itself (stop string or stop token), as
             opposed to the token limit.
         eos_ids: end-of-sequence ids; a stopped sample ending in one finished with EOS.
@@ -41,14 +43,17 @@ def step_output(
         delimiter: the step delimiter.
     """
     ids = list(ids)
-    if len(logprobs) != len(ids):
+    if logprobs is None:
+        lps = None
+    elif len(logprobs) != len(ids):
         raise ValueError(f"got {len(logprobs)} logprobs for {len(ids)} tokens")
-    lps = tuple(float(lp) for lp in logprobs)
+    else:
+        lps = tuple(float(lp) for lp in logprobs)
     if stopped and ids and ids[-1] in eos_ids:
         body = ids[:-1]
         text = decode(tokenizer, body)
         if not stop_at_step or find_step_end(text, delimiter) < 0:
-            return _kept(text, body, lps[:-1], Finish.EOS)
+            return _kept(text, body, lps and lps[:-1], Finish.EOS)
     text = decode(tokenizer, ids)
     if stop_at_step:
         end = find_step_end(text, delimiter)
@@ -56,14 +61,16 @@ def step_output(
             end = find_step_end(text, delimiter, complete=False)
         if end >= 0:
             n = cut_at(tokenizer, ids, end, text).n_tokens
-            return _kept(text[:end], ids[:n], lps[:n], Finish.STEP)
+            return _kept(text[:end], ids[:n], lps and lps[:n], Finish.STEP)
     finish = Finish.EOS if stopped else Finish.LENGTH
     return _kept(text, ids, lps, finish)
 
 
-def _kept(text: str, ids: list[int], logprobs: tuple[float, ...], finish: Finish) -> StepOutput:
+def _kept(text: str, ids: list[int], logprobs: tuple[float, ...] | None, finish: Finish) -> StepOutput:
     """The sample made of the kept tokens: their per-token log-probabilities travel with them and
-    their sum is the sample's ``logprob``."""
+    their sum is the sample's ``logprob`` (NaN without them)."""
+    if logprobs is None:
+        return StepOutput(text, tuple(ids), math.nan, finish)
     return StepOutput(text, tuple(ids), float(sum(logprobs)), finish, logprobs)
 
 

@@ -38,6 +38,7 @@ from prmsearch.search.tree_writes import TreeWriter
 from prmsearch.tree import ROOT
 
 __all__ = [
+    "POLICY_LOGPROBS",
     "SCHEDULES",
     "Candidate",
     "Driver",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: how problems move through the backends (see `RunConfig.schedule`)
 SCHEDULES = ("auto", "rounds", "async")
+#: When the policy is asked for log-probabilities (`RunConfig.policy_logprobs`).
+POLICY_LOGPROBS = ("auto", "always")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,13 @@ class RunConfig:
             cancelled problem's pieces not yet sent are never computed (a server's fairness;
             implies the async schedule). A request of more than ``max_batch // 4`` samples is cut
             in pieces with seeds of their own, so its samples differ from an unbounded run's.
+        policy_logprobs: when the policy is asked for token log-probabilities. ``"auto"``
+            (default): only for a strategy or scorer that reads them (MCTS with the policy prior,
+            confidence voting, the confidence scorer); elsewhere the vLLM and OpenAI-compatible
+            backends skip them (they cost a server about a tenth of its tokens/s) and the trees
+            hold ``logprob`` NaN where the backend skipped them. ``"always"``: on every request,
+            so that every tree keeps them (for exports and the tree viewer). The samples are the
+            same either way.
 
     Each problem's search stays the same for its seed under every schedule when the backends'
     samples do not depend on batch composition (the scripted and transformers backends, vLLM
@@ -90,12 +100,16 @@ class RunConfig:
     overlap: int = 1
     schedule: str = "auto"
     max_batch: int | None = None
+    policy_logprobs: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.sampling, SamplingParams):
             raise ValueError(f"sampling must be a SamplingParams, got {type(self.sampling).__name__}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if self.policy_logprobs not in POLICY_LOGPROBS:
+            raise ValueError(f"policy_logprobs must be one of {list(POLICY_LOGPROBS)} (auto: only when the "
+                             f"strategy or scorer reads them), got {self.policy_logprobs!r}")
         for name in ("max_depth", "solution_max_tokens", "overlap"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -139,6 +153,7 @@ class Driver:
             scorer_cost=backend_cost(scorer),
             reads_logprobs=bool(getattr(scorer, "reads_policy_logprobs", False)),
             stats=self.stats,
+            always_logprobs=self.config.policy_logprobs == "always",
         )
 
     def run(

@@ -144,12 +144,26 @@ class BoundStrategy:
         ``needs_scores`` property; one without it is assumed to read scores)."""
         return bool(getattr(self.config, "needs_scores", True))
 
+    @property
+    def needs_logprobs(self) -> bool:
+        """Whether this strategy reads the policy's log-probabilities (configs say so with a
+        ``reads_policy_logprobs`` property; one without it reads none). The driver asks the
+        policy for them only when the strategy or the scorer reads them: they cost a server
+        about a tenth of its tokens/s."""
+        return config_reads_logprobs(self.config)
+
     def start(self, tree: SearchTree, rng: np.random.Generator) -> SearchGenerator:
         """A fresh search generator over ``tree``."""
         return self.spec.algorithm(tree, self.config, rng)
 
 
 STRATEGIES: Registry[StrategySpec] = Registry("strategy")
+
+
+def config_reads_logprobs(config: Any) -> bool:
+    """Whether a strategy config reads the policy's log-probabilities (its
+    ``reads_policy_logprobs`` attribute; False without one)."""
+    return bool(getattr(config, "reads_policy_logprobs", False))
 
 
 def register_strategy(

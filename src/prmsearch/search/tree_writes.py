@@ -18,7 +18,7 @@ from prmsearch.policies.base import Finish, Generation, GenerationRequest, Sampl
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores, path_score_request
 from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
-from prmsearch.search.protocol import Expand
+from prmsearch.search.protocol import BoundStrategy, Expand
 from prmsearch.search.results import RunStats
 from prmsearch.seeding import mix_seed_from
 from prmsearch.steps import split_steps
@@ -72,6 +72,8 @@ class TreeWriter:
         policy_cost, scorer_cost: what the backends' tokens cost in FLOPs.
         reads_logprobs: the scorer reads the policy's token log-probabilities.
         stats: the run's counters (the nodes written are counted there).
+        always_logprobs: ask the policy for log-probabilities on every request; otherwise only
+            when the scorer or the job's strategy reads them (`BoundStrategy.needs_logprobs`).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class TreeWriter:
         scorer_cost: ModelCost,
         reads_logprobs: bool,
         stats: RunStats,
+        always_logprobs: bool = False,
     ) -> None:
         self.sampling = sampling
         self.solution_sampling = solution_sampling
@@ -95,6 +98,18 @@ class TreeWriter:
         self.scorer_cost = scorer_cost
         self.reads_logprobs = reads_logprobs
         self.stats = stats
+        self.always_logprobs = always_logprobs or reads_logprobs
+        self._strategy_logprobs: dict[int, tuple[BoundStrategy, bool]] = {}
+
+    def wants_logprobs(self, strategy: BoundStrategy) -> bool:
+        """Whether requests for ``strategy``'s searches ask for log-probabilities (remembered per
+        strategy: a planner's answer builds its arms' configs)."""
+        if self.always_logprobs:
+            return True
+        known = self._strategy_logprobs.get(id(strategy))
+        if known is None or known[0] is not strategy:
+            known = self._strategy_logprobs[id(strategy)] = (strategy, strategy.needs_logprobs)
+        return known[1]
 
     # ------------------------------------------------------------------ requests
     def requests(self, job: Job, expand: Expand) -> list[GenerationRequest]:
@@ -105,6 +120,7 @@ class TreeWriter:
         if expand.greedy:
             sampling = replace(sampling, temperature=0.0)
         requests = []
+        logprobs = self.wants_logprobs(job.strategy)
         paths = job.paths  # the frontier's paths, kept from the round that made it
         for node, count in expand.requests:
             serial = job.expansions.get(node, 0)
@@ -117,6 +133,7 @@ class TreeWriter:
                     sampling=sampling,
                     seed=mix_seed_from(job.seed_state, node, serial),  # = mix_seed(job.seed, node, serial)
                     stop_at_step=not expand.full_solution,
+                    logprobs=logprobs,
                 )
             )
         return requests

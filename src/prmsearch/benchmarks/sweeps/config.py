@@ -76,6 +76,9 @@ class SweepConfig:
         save_trees: keep each searched problem's tree, gzip-compressed, beside the results
             (``trees/``, see :mod:`prmsearch.benchmarks.sweeps.trees`); operational like ``schedule``:
             the rows are the same either way, so a resume may turn it on or off.
+        policy_logprobs: when the policy is asked for token log-probabilities
+            (``RunConfig.policy_logprobs``: ``auto``, only for a strategy or scorer that reads
+            them, or ``always``, so that saved trees keep them); operational like ``save_trees``.
     """
 
     dataset: str = "arith"
@@ -108,6 +111,7 @@ class SweepConfig:
     overlap: int = 1
     schedule: str = "auto"
     save_trees: bool = False
+    policy_logprobs: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(self.strategies))
@@ -139,6 +143,11 @@ class SweepConfig:
             raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not isinstance(self.save_trees, bool):
             raise ValueError(f"save_trees must be True or False, got {self.save_trees!r}")
+        from prmsearch.search.driver import POLICY_LOGPROBS
+
+        if self.policy_logprobs not in POLICY_LOGPROBS:
+            raise ValueError(f"policy_logprobs must be one of {list(POLICY_LOGPROBS)} (auto: only when a "
+                             f"strategy or the scorer reads them), got {self.policy_logprobs!r}")
         for name in ("question_field", "answer_field", "id_field"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -207,6 +216,7 @@ class SweepConfig:
         del data["overlap"]  # likewise: the rows do not depend on it
         del data["schedule"]
         del data["save_trees"]
+        del data["policy_logprobs"]
         return data
 
 

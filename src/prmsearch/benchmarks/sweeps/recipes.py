@@ -20,7 +20,9 @@ Schema (unknown keys are errors that name the key)::
                                   # vllm-server: model = the served name, args.base_url = the server
                                   # policy-confidence: no model (the policy's own log-probabilities)
     sampling: {temperature, top_p, max_step_tokens, delimiter}
-    search: {max_depth, chunk, share_bon_samples}   # share: best-of-N-family siblings reuse samples
+    search: {max_depth, chunk, share_bon_samples, policy_logprobs}
+                                  # share: best-of-N-family siblings reuse samples
+                                  # policy_logprobs: auto (default) | always (RunConfig.policy_logprobs)
     dataset: {name, path, split, limit, shuffle_seed}
     strategies: {<strategy>: {<option>: value}}   # e.g. beam: {aggregation: last}
     budgets: [4, 16, 64, 256]
@@ -48,7 +50,7 @@ _SECTION_KEYS = {
     "policy": {"backend", "model", "args"},
     "prm": {"backend", "family", "model", "args"},
     "sampling": {"temperature", "top_p", "max_step_tokens", "delimiter"},
-    "search": {"max_depth", "chunk", "share_bon_samples"},
+    "search": {"max_depth", "chunk", "share_bon_samples", "policy_logprobs"},
     "dataset": {"name", "path", "split", "limit", "shuffle_seed"},
 }
 
@@ -268,6 +270,7 @@ def parse_recipe(data: Any, source: str = "<recipe>", base_dir: Path | None = No
         **({"max_depth": search["max_depth"]} if "max_depth" in search else {}),
         **({"chunk": search["chunk"]} if "chunk" in search else {}),
         **({"share_bon_samples": search["share_bon_samples"]} if "share_bon_samples" in search else {}),
+        **({"policy_logprobs": search["policy_logprobs"]} if "policy_logprobs" in search else {}),
     }
     if "budgets" in data:
         kwargs["budgets"] = tuple(data["budgets"])

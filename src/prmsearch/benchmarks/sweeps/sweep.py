@@ -130,6 +130,7 @@ def make_searcher(
         max_depth=config.max_depth,
         overlap=config.overlap,
         schedule=config.schedule,
+        policy_logprobs=config.policy_logprobs,
         seed=seed,
         matcher=matcher,
     )

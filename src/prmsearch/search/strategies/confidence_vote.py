@@ -119,6 +119,11 @@ class ConfidenceVoteConfig(SearchConfig):
         """Never: the policy's log-probabilities are the only signal."""
         return False
 
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        """Always: its confidence is made of them."""
+        return True
+
     def rounds(self) -> list[int]:
         """Samples drawn in each round when the vote never settles (they sum to ``n``); online,
         the first round is the warm-up even when the vote never stops early."""

@@ -88,6 +88,11 @@ class MCTSConfig(SearchConfig):
         object.__setattr__(self, "final", parse_enum(FinalChoice, self.final, "final"))
         object.__setattr__(self, "rollout", parse_bool("rollout", self.rollout))
 
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        """The policy prior is a softmax of the children's log-probabilities."""
+        return self.prior is Prior.POLICY
+
 
 class _Search:
     """MCTS bookkeeping kept outside the tree: priors and fully explored subtrees."""
