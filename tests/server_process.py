@@ -52,7 +52,11 @@ class ServerProcess:
         self._log = log.open("wb")
         self.proc = subprocess.Popen(list(command), stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})}, start_new_session=True)
-        self._wait(start_s, poll_s)
+        try:
+            self._wait(start_s, poll_s)
+        except BaseException:  # a test's time limit (SIGALRM) or ^C while it starts: never leak it
+            self.close()
+            raise
 
     def _wait(self, limit: float, poll_s: float) -> None:
         import httpx

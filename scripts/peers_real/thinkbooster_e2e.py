@@ -203,6 +203,11 @@ def main():
     ap.add_argument("--max-concurrency", type=int, default=256)
     ap.add_argument("--prm-threads", type=int, default=1)
     a = ap.parse_args()
+    stacks_every = float(os.environ.get("TB_STACKS_EVERY", "0") or 0)
+    if stacks_every > 0:  # a hang's diagnosis: every thread's stack to stderr every S seconds
+        import faulthandler
+
+        faulthandler.dump_traceback_later(stacks_every, repeat=True)
     problems, meta = C.load_problems(a.problems_json, a.problems)
     agg = {"product": "prod", "mean": "last"}.get(a.aggregation, a.aggregation)
     core = make_core(a.prm, agg, a.prm_threads)  # ThinkBooster aggregates itself; core.aggregate unused
