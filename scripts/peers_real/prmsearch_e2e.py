@@ -115,8 +115,9 @@ def main():
                          "as its_hub and ThinkBooster pick)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads in this process")
     ap.add_argument("--extra-body", default="{}",
-                    help='JSON merged into every request, e.g. \'{"logprobs": null}\' (a probe: '
-                         "what the token log-probabilities prmsearch asks for cost the server)")
+                    help='JSON merged into every request, e.g. \'{"logprobs": 0}\' (a probe: what '
+                         "token log-probabilities cost the server; prmsearch asks for them only "
+                         "when a strategy or scorer reads them, none of these rows)")
     ap.add_argument("--no-seed", action="store_true", help="send no per-request seed (its_hub sends none)")
     a = ap.parse_args()
     extra_body = json.loads(a.extra_body)
