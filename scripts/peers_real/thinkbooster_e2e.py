@@ -107,7 +107,18 @@ class PathScorer:
 
 
 class CountingModel(BlackboxModelWithStreaming):
-    """ThinkBooster's API model, unchanged except for a request counter and the 1 h time limits."""
+    """ThinkBooster's API model, unchanged except for a request counter, the 1 h time limits and
+    closing the streams each call opened.
+
+    Why the streams are closed here: ThinkBooster ``break``s out of a stream once its detector has
+    the step and never closes it. The abandoned ``openai.Stream`` sits in a reference cycle with
+    its generator, so only the cyclic garbage collector finalizes it, and that can happen on any
+    thread at any allocation, including inside httpcore's connection pool while that thread holds
+    the pool's (non-reentrant) lock; the finalizer's ``response.close()`` then waits on that same
+    lock forever and every other request waits behind it. That was the hang of session 23 (thread
+    stacks: ``connection_pool.handle_request`` -> GC -> ``Stream.__stream__`` finally ->
+    ``PoolByteStream.close`` -> lock). Closing each stream when its call returns also tells the
+    server to stop generating it at once rather than whenever the collector runs."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -117,6 +128,17 @@ class CountingModel(BlackboxModelWithStreaming):
         self.openai_api = self.client
         self.calls = 0
         self._lk = threading.Lock()
+        self._streams = threading.local()
+        completions = self.client.chat.completions
+        create = completions.create
+
+        def create_and_track(*args, **kwargs):
+            response = create(*args, **kwargs)
+            if kwargs.get("stream"):
+                self._streams.open.append(response)
+            return response
+
+        completions.create = create_and_track
 
     def generate_texts(self, chats, **args):
         args["timeout"] = CALL_TIMEOUT_S
@@ -125,7 +147,13 @@ class CountingModel(BlackboxModelWithStreaming):
     def _generate_texts_impl(self, chats, **args):
         with self._lk:
             self.calls += len(chats)
-        return super()._generate_texts_impl(chats, **args)
+        self._streams.open = []
+        try:
+            return super()._generate_texts_impl(chats, **args)
+        finally:
+            for stream in self._streams.open:
+                stream.close()
+            self._streams.open = []
 
 
 def build(name, core, a):
