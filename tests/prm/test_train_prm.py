@@ -216,3 +216,13 @@ def test_mc_targets_from_a_label_run(tmp_path, capsys):
                  "--out", str(tmp_path / "other"), "--steps", "1"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "--data" in err and "labels.jsonl" in err and len(err.strip().splitlines()) == 1
+
+    # a label run kept without its questions (prompt: null, as the repository stores them) is
+    # refused in one line that names the restore command, before any model is loaded
+    stripped = [dict(r, prompt=None) for r in raw]
+    (labels / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stripped))
+    assert main(["train-prm", "--data", str(labels / "labels.jsonl"), "--targets", "mc",
+                 "--out", str(tmp_path / "stripped"), "--steps", "1"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "has no question" in err and "label_questions.py restore" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "stripped").exists()

@@ -167,6 +167,11 @@ def mc_target_rows(path: str | Path) -> list[dict[str, Any]]:
         values = row.get("mc_values")
         if row.get("status") != "labelled" or not values:
             continue
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise ValueError(
+                f"{path}: row {row.get('id', '?')} has no question (prompt {row.get('prompt')!r}): label "
+                "files kept without their benchmark questions must have them restored first, with "
+                "`python scripts/label_questions.py restore FOLDER OUT` (results/real-models/README.md)")
         own = 1.0 if row["answer_correct"] else 0.0
         soft = [(v * rollouts + own) / (rollouts + 1) for v in values[:-1]] + [own]
         out.append({"prompt": row["prompt"], "completions": row["completions"], "labels": row["labels"],
