@@ -1,4 +1,5 @@
-"""The driver's fast ScoreRequest constructor builds exactly what the dataclass constructor does."""
+"""The driver's fast ScoreRequest and GenerationRequest constructors build exactly what the dataclass
+constructors do."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from prmsearch.policies.base import GenerationRequest, SamplingParams, generation_request
 from prmsearch.scorers.base import ScoreRequest, path_score_request
 
 
@@ -25,3 +27,18 @@ def test_fast_request_is_a_plain_score_request():
     assert type(fast) is ScoreRequest and dataclasses.asdict(fast) == {
         "question": "q", "steps": (), "token_logprobs": None,
     }
+
+
+def test_fast_generation_request_equals_the_constructors():
+    sampling = SamplingParams(temperature=0.7, max_new_tokens=64)
+    fields = dict(question="q", steps=("a", "b"), n=3, sampling=sampling, seed=11,
+                  stop_at_step=False, logprobs=False)
+    fast = generation_request(**fields)
+    slow = GenerationRequest(**fields)
+    assert type(fast) is GenerationRequest and fast == slow and hash(fast) == hash(slow)
+    assert repr(fast) == repr(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.n = 4  # type: ignore[misc]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n must be an int >= 1"):
+            generation_request(**{**fields, "n": bad})

@@ -200,6 +200,21 @@ class SearchTree:
                 path_sum[node] = path_sum[up] + value
                 path_prod[node] = path_prod[up] * value
 
+    def set_step_scores(self, nodes: Sequence[int], values: Sequence[float]) -> None:
+        """Record one step score per node and the running path statistics, as
+        :meth:`set_path_scores` with one-step paths (a round of step-by-step search writes all
+        its scores of a problem in this one call). Parents first, as there."""
+        parent, score, path_min, path_sum, path_prod = (
+            self.parent, self.score, self.path_min, self.path_sum, self.path_prod
+        )
+        for node, value in zip(nodes, values, strict=True):
+            up = parent[node]
+            score[node] = value
+            low = path_min[up]
+            path_min[node] = value if value < low else low
+            path_sum[node] = path_sum[up] + value
+            path_prod[node] = path_prod[up] * value
+
     def mark_terminal(
         self, node: int, *, truncated: bool = False, answer: str | None = None, group: int = -1
     ) -> None:

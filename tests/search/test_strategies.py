@@ -183,6 +183,25 @@ def test_resampling_frequencies_follow_the_weights():
     assert counts.tolist() == [5, 3, 2]
 
 
+def test_multinomial_resampling_draws_what_rng_choice_draws():
+    # resample skips rng.choice's checks of p but must keep its draws: a seed's run stays the same
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        scores = rng.uniform(0.0, 1.0, 16)
+        scores[rng.random(16) < 0.2] = np.nan
+        weights = particle_weights(scores, temperature=[0.5, 1.0, 2.0][trial % 3])
+        ours = resample(weights, 16, Resampling.MULTINOMIAL, np.random.default_rng(trial))
+        theirs = np.random.default_rng(trial).choice(16, size=16, p=weights)
+        assert ours.tolist() == theirs.tolist()
+
+
+def test_particle_weights_treat_unscored_as_nearly_zero():
+    weights = particle_weights(np.array([np.nan, 0.5, 1.0, 0.0]), temperature=1.0)
+    assert np.isfinite(weights).all() and weights.sum() == pytest.approx(1.0)
+    assert weights[2] > 0.99 and weights[0] == pytest.approx(weights[3])
+    assert particle_weights(np.array([np.nan, np.nan]), 1.0).tolist() == [0.5, 0.5]
+
+
 def test_particle_filter_is_reproducible_and_resamples_toward_high_scores():
     script = {(): ["good", "bad"], ("good",): ["g \\boxed{1}"], ("bad",): ["b \\boxed{2}"]}
     scores = {"good": 0.95, "bad": 0.05, "g \\boxed{1}": 0.9, "b \\boxed{2}": 0.1}

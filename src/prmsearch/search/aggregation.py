@@ -52,9 +52,9 @@ def path_score(tree: SearchTree, node: int, aggregation: Aggregation) -> float:
     return tree.path_sum[node] / depth if depth else math.nan
 
 
-def ranked_path_scores(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[float]:
-    """:func:`ranking_key` of :func:`path_score` for each of ``nodes``, the column chosen once
-    (a strategy ranking a round's candidates calls this, not ``path_score`` per node)."""
+def path_scores(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[float]:
+    """:func:`path_score` of each of ``nodes`` (NaN where unscored), the column chosen once: a
+    strategy weighting a round's paths calls this, not ``path_score`` per node."""
     if aggregation is Aggregation.LAST:
         column = tree.score
     elif aggregation is Aggregation.MIN:
@@ -68,6 +68,13 @@ def ranked_path_scores(tree: SearchTree, nodes: Sequence[int], aggregation: Aggr
     else:
         path_sum, depth = tree.path_sum, tree.depth
         values = [path_sum[node] / depth[node] if depth[node] else math.nan for node in nodes]
+    return values
+
+
+def ranked_path_scores(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[float]:
+    """:func:`ranking_key` of :func:`path_score` for each of ``nodes``, the column chosen once
+    (a strategy ranking a round's candidates calls this, not ``path_score`` per node)."""
+    values = path_scores(tree, nodes, aggregation)
     return [-math.inf if value != value else value for value in values]  # NaN ranks last
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams
+from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams, generation_request
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores, path_score_request
 from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
@@ -26,6 +26,9 @@ from prmsearch.tree import LOOP_TIMES, LOOP_WINDOW, SearchTree
 
 #: a path's new nodes ``first..last`` (consecutive ids: one step, or a whole solution's chain)
 Span = tuple[int, int]
+#: the new nodes of a problem's round, one span per score request: a list of spans, or a range of
+#: node ids when every path got one new step (the common case, written without a tuple per node)
+Spans = list[Span] | range
 
 
 class AnswerGroups:
@@ -122,18 +125,19 @@ class TreeWriter:
         requests = []
         logprobs = self.wants_logprobs(job.strategy)
         paths = job.paths  # the frontier's paths, kept from the round that made it
+        question, seed_state, stop_at_step = tree.question, job.seed_state, not expand.full_solution
         for node, count in expand.requests:
             serial = job.expansions.get(node, 0)
             job.expansions[node] = serial + 1
             requests.append(
-                GenerationRequest(
-                    question=tree.question,
-                    steps=paths[node] if node in paths else tree.path_steps(node),
-                    n=count,
-                    sampling=sampling,
-                    seed=mix_seed_from(job.seed_state, node, serial),  # = mix_seed(job.seed, node, serial)
-                    stop_at_step=not expand.full_solution,
-                    logprobs=logprobs,
+                generation_request(  # = GenerationRequest(...), built without its __init__
+                    question,
+                    paths[node] if node in paths else tree.path_steps(node),
+                    count,
+                    sampling,
+                    mix_seed_from(seed_state, node, serial),  # = mix_seed(job.seed, node, serial)
+                    stop_at_step,
+                    logprobs,
                 )
             )
         return requests
@@ -149,7 +153,7 @@ class TreeWriter:
     # ------------------------------------------------------------------ generations
     def write_generations(
         self, batch: list[tuple[Job, Expand, list]], generations: dict[int, list]
-    ) -> list[tuple[Job, list[Span], list[ScoreRequest]]]:
+    ) -> list[tuple[Job, Spans, list[ScoreRequest]]]:
         """Write each job's children and hand back ``(job, spans, score requests)`` for scoring;
         a job whose generation failed (its error is set) is left out."""
         written = []
@@ -164,7 +168,7 @@ class TreeWriter:
 
     def write_children(
         self, job: Job, expand: Expand, requests: list[GenerationRequest], gens: list[Generation]
-    ) -> tuple[list[list[int]], list[Span], list[ScoreRequest]]:
+    ) -> tuple[list[list[int]], Spans, list[ScoreRequest]]:
         """Add every sample as a child (or a chain of steps), charge the generations, and build
         the score request of every new path (the parent's steps plus the new ones)."""
         tree, ledger = job.tree, job.ledger
@@ -221,6 +225,7 @@ class TreeWriter:
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
         question, reads_logprobs = tree.question, self.reads_logprobs
         paths: dict[int, tuple[str, ...]] = {}
+        add_request = score_requests.append
         child = first
         for request, gen in zip(requests, gens):
             # one pass per child: end its path where it must, and build its score request.
@@ -240,17 +245,16 @@ class TreeWriter:
                 ):
                     self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
-                score_requests.append(
+                add_request(
                     self.score_request(tree, path, child)
                     if reads_logprobs
                     else path_score_request(question, path)
                 )
-                spans.append((child, child))
                 child += 1
             reply.append(list(range(start, child)))
         job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
         self.stats.nodes += len(tree) - size_before
-        return reply, spans, score_requests
+        return reply, range(first, child), score_requests  # one new node per score request
 
     def add_chain(self, job: Job, node: int, sample, delimiter: str) -> Span:
         """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
@@ -299,7 +303,7 @@ class TreeWriter:
 
     # ------------------------------------------------------------------ scores
     def write_scored(
-        self, batch: list[tuple[Job, list[Span], list[ScoreRequest]]], scored: dict[int, list]
+        self, batch: list[tuple[Job, Spans, list[ScoreRequest]]], scored: dict[int, list]
     ) -> None:
         """Write the scores each job got back (a job whose scoring failed has its error set)."""
         for job, spans, requests in batch:
@@ -308,10 +312,13 @@ class TreeWriter:
                 self.write_scores(job, spans, requests, results)
 
     def write_scores(
-        self, job: Job, spans: list[Span], requests: list[ScoreRequest], results: list[StepScores | None]
+        self, job: Job, spans: Spans, requests: list[ScoreRequest], results: list[StepScores | None]
     ) -> None:
         """Write the scores of each path's new steps and charge the round's score requests to
         the job at once; a path the PRM could not read (result None) ends unscored."""
+        if isinstance(spans, range):
+            self.write_step_scores(job, spans, requests, results)
+            return
         tree = job.tree
         charged: list[tuple[int, int, int]] = []
         scored: list[tuple[int, list[float]]] = []
@@ -333,6 +340,35 @@ class TreeWriter:
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
             scored.append((first, values))
         tree.set_path_scores(scored)  # root-first: a path's parent was scored in an earlier round
+        if charged:
+            flops = self.scorer_cost.scoring_flops_total(charged)
+            job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
+
+    def write_step_scores(
+        self, job: Job, nodes: range, requests: list[ScoreRequest], results: list[StepScores | None]
+    ) -> None:
+        """`write_scores` for a round whose every path got one new step (node ``nodes[i]`` for
+        request ``i``): the same writes and charges, without a span per node."""
+        written: list[int] = []
+        values: list[float] = []
+        charged: list[tuple[int, int, int]] = []
+        computed = cached = 0
+        for node, request, result in zip(nodes, requests, results):
+            if result is None:
+                end_too_long(job, node)
+                continue
+            try:
+                value = last_score(request, result)
+            except Exception as exc:  # scores of the wrong shape or out of [0, 1]
+                job.fail(f"scorer failed: {describe(exc)}", "malformed_reply")
+                break
+            written.append(node)
+            values.append(value)
+            tokens_computed, tokens_cached = result.tokens_computed, result.tokens_cached
+            computed += tokens_computed
+            cached += tokens_cached
+            charged.append((tokens_cached, tokens_computed, len(request.steps)))
+        job.tree.set_step_scores(written, values)
         if charged:
             flops = self.scorer_cost.scoring_flops_total(charged)
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))

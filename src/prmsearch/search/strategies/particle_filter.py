@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prmsearch.search.aggregation import Aggregation, parse_enum, path_score
+from prmsearch.search.aggregation import Aggregation, parse_enum, path_scores
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, require_positive
@@ -72,7 +72,9 @@ class ParticleFilterConfig(SearchConfig):
 def particle_weights(scores: np.ndarray, temperature: float) -> np.ndarray:
     """Normalised ``softmax(logit(p) / temperature)``; an unscored (NaN) particle counts as score 1e-6
     (nearly no weight; when every particle is unscored, equal weights)."""
-    p = np.clip(np.nan_to_num(scores, nan=_EPS), _EPS, 1 - _EPS)
+    # fmax takes the number where one side is NaN: the same as clip(nan_to_num(...)) in a
+    # seventh of the time (nan_to_num alone cost ~15 us a round on 64 particles)
+    p = np.minimum(np.fmax(scores, _EPS), 1 - _EPS)
     logits = np.log(p) - np.log1p(-p)
     logits = logits / temperature
     weights = np.exp(logits - logits.max())
@@ -82,7 +84,11 @@ def particle_weights(scores: np.ndarray, temperature: float) -> np.ndarray:
 def resample(weights: np.ndarray, count: int, method: Resampling, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``count`` particles drawn according to ``weights``."""
     if method is Resampling.MULTINOMIAL:
-        return rng.choice(len(weights), size=count, p=weights)
+        # what ``rng.choice(len(weights), size=count, p=weights)`` draws, index for index, without
+        # its checks of ``p`` (a third of its ~40 us a round): weights come from particle_weights
+        cumulative = np.cumsum(weights)
+        cumulative /= cumulative[-1]
+        return cumulative.searchsorted(rng.random(count), side="right")
     positions = (rng.random() + np.arange(count)) / count
     cumulative = np.cumsum(weights)
     cumulative[-1] = 1.0
@@ -105,7 +111,7 @@ def particle_filter(tree: SearchTree, cfg: ParticleFilterConfig, rng: np.random.
         finished = [p for p in particles if tree.terminal[p]]
         if prm_settled(tree, finished, cfg.aggregation, cfg.stop_score, cfg.stop_agree):
             break  # the PRM-guided early stop: choose among the particles finished so far
-        scores = np.array([path_score(tree, p, cfg.aggregation) for p in particles])
+        scores = np.array(path_scores(tree, particles, cfg.aggregation), dtype=np.float64)
         weights = particle_weights(scores, cfg.temperature)
         particles = [particles[i] for i in resample(weights, cfg.n, cfg.resampling, rng)]
     finished = [p for p in particles if tree.terminal[p]] or particles
