@@ -98,18 +98,21 @@ def resample(weights: np.ndarray, count: int, method: Resampling, rng: np.random
 def particle_filter(tree: SearchTree, cfg: ParticleFilterConfig, rng: np.random.Generator) -> SearchGenerator:
     """Extend every live particle by one step, weight by PRM score, resample; repeat."""
     particles = [ROOT] * cfg.n
+    terminal = tree.terminal
     while True:
-        live = Counter(p for p in particles if not tree.terminal[p])
+        live = Counter([p for p in particles if not terminal[p]])
         if not live:
             break
-        order = list(live)
-        groups = yield Expand(tuple((node, live[node]) for node in order))
-        fresh = {node: list(group) for node, group in zip(order, groups, strict=True)}
-        particles = [p if tree.terminal[p] else fresh[p].pop() for p in particles]
-        if all(tree.terminal[p] for p in particles):
+        requests = tuple(live.items())
+        groups = yield Expand(requests)
+        fresh = {node: list(group) for (node, _), group in zip(requests, groups, strict=True)}
+        particles = [p if terminal[p] else fresh[p].pop() for p in particles]
+        finished = [p for p in particles if terminal[p]]
+        if len(finished) == len(particles):
             break
-        finished = [p for p in particles if tree.terminal[p]]
-        if prm_settled(tree, finished, cfg.aggregation, cfg.stop_score, cfg.stop_agree):
+        if cfg.stop_score is not None and prm_settled(
+            tree, finished, cfg.aggregation, cfg.stop_score, cfg.stop_agree
+        ):
             break  # the PRM-guided early stop: choose among the particles finished so far
         scores = np.array(path_scores(tree, particles, cfg.aggregation), dtype=np.float64)
         weights = particle_weights(scores, cfg.temperature)
