@@ -350,3 +350,21 @@ def test_beam_picks_by_prm_weighted_vote_by_default():
 def test_particle_filter_picks_by_prm_weighted_vote_by_default():
     assert make_strategy("particle_filter", n=4).config.selection.value == "weighted"
     assert make_strategy("particle_filter", n=4, selection="argmax").config.selection.value == "argmax"
+
+
+def test_a_step_repeated_within_the_window_ends_its_path_and_a_lookalike_does_not():
+    # "x = 1" is a substring of "x = 12" but not the same step: the path goes on past it; the
+    # second repeat of "x = 12" (spacing aside) among the last steps is a loop and ends the path
+    script = {
+        (): ["x = 12"],
+        ("x = 12",): ["x = 1"],
+        ("x = 12", "x = 1"): [" x = 12 "],
+        ("x = 12", "x = 1", " x = 12 "): ["x = 12\n"],
+        ("x = 12", "x = 1", " x = 12 ", "x = 12\n"): ["never reached \\boxed{1}"],
+    }
+    result, _ = run_one(ScriptedPolicy(script), ScriptedScorer({}), make_strategy("beam", n=1, width=1))
+    tree = result.tree
+    assert [tree.step_text[n] for n in tree.path(result.node)] == ["x = 12", "x = 1", " x = 12 ", "x = 12\n"]
+    assert tree.terminal[result.node] and tree.truncated[result.node] and result.answer is None
+    lookalike = script[("x = 12",)]
+    assert all(not tree.terminal[n] for n in tree.iter_nodes() if tree.step_text[n] in lookalike)

@@ -184,13 +184,15 @@ class TreeWriter:
         n = generated = computed = cached = flops = 0  # the round's requests, charged at once
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             n += request.n
-            generated += gen.tokens_generated
+            sample_tokens = gen.sample_tokens()
+            counted = gen.generated_tokens  # = gen.tokens_generated, without a second pass
+            generated += sum(sample_tokens) if counted is None else counted
             computed += gen.prompt_tokens_computed + gen.prompt_tokens_recomputed
             cached += gen.prompt_tokens_cached
             flops += generation_flops(
                 cached=gen.prompt_tokens_cached,
                 computed=gen.prompt_tokens_computed,
-                sample_tokens=gen.sample_tokens(),
+                sample_tokens=sample_tokens,
                 recomputed=gen.prompt_tokens_recomputed,
             )
             samples = gen.samples
@@ -229,9 +231,11 @@ class TreeWriter:
         child = first
         for request, gen in zip(requests, gens):
             # one pass per child: end its path where it must, and build its score request.
-            # The loop check of every child of one parent reads the same recent steps: strip them once
+            # The loop check of every child of one parent reads the same recent steps, joined once:
+            # a step that is no substring of them repeats none of them (the common case), and
+            # only one that is gets the exact count (`repeats_recent`)
             steps = request.steps
-            recent = [text.strip() for text in steps[-LOOP_WINDOW:]]
+            recent_text = "\n".join(steps[-LOOP_WINDOW:])
             start = child
             for sample in gen.samples:
                 text = sample.text
@@ -241,7 +245,7 @@ class TreeWriter:
                     and depth[child] < max_depth
                     and not (stop_on_answer and ("\\boxed" in text or "\\fbox" in text))
                     and stripped
-                    and recent.count(stripped) < LOOP_TIMES
+                    and (stripped not in recent_text or not repeats_recent(steps, stripped))
                 ):
                     self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
@@ -372,6 +376,13 @@ class TreeWriter:
         if charged:
             flops = self.scorer_cost.scoring_flops_total(charged)
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
+
+
+def repeats_recent(steps: tuple[str, ...], stripped: str) -> bool:
+    """Whether a new step (``stripped``: its text without surrounding space) already stands
+    ``LOOP_TIMES`` times among the last ``LOOP_WINDOW`` of ``steps``: the loop check of
+    `SearchTree.repeats_recent_step`, on the path's texts."""
+    return [text.strip() for text in steps[-LOOP_WINDOW:]].count(stripped) >= LOOP_TIMES
 
 
 def end_too_long(job: Job, node: int) -> None:
