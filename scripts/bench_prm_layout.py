@@ -1,8 +1,9 @@
-"""Print PRM tokens/s of packed against padded forwards on saved real solutions.
+"""Print PRM tokens/s of packed against padded forwards, and the time of a call whose shared
+question runs once against by every input, on saved real solutions.
 
     python scripts/bench_prm_layout.py --samples RUNS/bon16.jsonl \
         --prm ~/.cache/prmsearch/prms/qwen2.5-coder-0.5b-gsm8k-mc-head-432 --family qwen-prm \
-        [--problems 8] [--threads 2]
+        [--problems 8] [--threads 2] [--workloads whole,steps,shared]
 
 ``--samples`` is a file of ``prmsearch aggregate`` rows (a best-of-16 run's samples restored with
 ``scripts/export_samples.py restore``). See :mod:`prmsearch.perf.prm_layout`.
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--per-problem", type=int, default=16)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--workloads", default="whole,steps,shared",
+                        help="comma-separated: whole, steps, shared (default all three)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if args.threads:
@@ -35,7 +38,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     cfg = LayoutBenchConfig(args.samples, args.prm, args.family, problems=args.problems,
                             per_problem=args.per_problem,
-                            prm_args={"device": "cpu", "dtype": args.dtype})
+                            prm_args={"device": "cpu", "dtype": args.dtype},
+                            workloads=tuple(w.strip() for w in args.workloads.split(",") if w.strip()))
     figures = run_layout_bench(cfg)
     for line in figure_lines(figures):
         print(line, flush=True)

@@ -282,3 +282,25 @@ def test_packed_layout_needs_a_causal_decoder(token_cls_dir):
     with pytest.raises(ValueError, match="layout must be one of"):
         HFPRMScorer(token_cls_dir, "token-cls", device="cpu", layout="varlen",
                     format_options={"separator": "<sep>"})
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_a_shared_question_runs_once_in_one_call(family, family_dir, scorers, layout):
+    """N solutions of one question in one call: the question's tokens run once (charged to the
+    first request), every score equals the cache-free scorer's, and each request's computed plus
+    cached tokens still add up to its input."""
+    cached, fresh = scorers
+    if not cached.causal:
+        pytest.skip("no KV reuse for a non-causal model")
+    scorer = make_scorer_for(family, family_dir, layout=layout)
+    question = "A question: " + " ".join(f"item {k} costs {k + 3}" for k in range(4)) + "?"
+    batch = [ScoreRequest(question, (f"first step {k}", f"so the answer is {k}")) for k in range(5)]
+    got, want = scorer.score(batch), fresh.score(batch)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.scores, w.scores, atol=1e-5)
+        assert g.tokens_computed + g.tokens_cached == w.tokens_computed
+    shared = min(g.tokens_cached for g in got[1:])
+    assert shared >= len(scorer.encode(batch[0])[0]) // 2  # the question's tokens at least
+    assert sum(g.tokens_computed for g in got) == sum(w.tokens_computed for w in want) - 4 * shared
+    again = scorer.score([ScoreRequest(question, ("first step 9",))])[0]  # the prefix stayed cached
+    assert again.tokens_cached >= shared

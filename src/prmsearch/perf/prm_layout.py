@@ -1,12 +1,16 @@
-"""PRM tokens/s of packed against padded forwards, side by side on the same real solutions.
+"""PRM tokens/s of packed against padded forwards, and a call's shared question run once against
+by every input, side by side on the same real solutions.
 
-Two workloads, both from saved solutions (``prmsearch aggregate`` rows, e.g. a best-of-16 run's
+Three workloads, all from saved solutions (``prmsearch aggregate`` rows, e.g. a best-of-16 run's
 ``samples.jsonl`` restored with ``scripts/export_samples.py``):
 
 * ``whole``: each problem's solutions scored in one call with every cache off, as best-of-N
   rescoring does (and, for reference, the same solutions one call each);
 * ``steps``: a beam-like walk, each problem's solutions scored one step deeper per call with the
-  prefix and score caches on, so every call scores new steps after cached prefixes.
+  prefix and score caches on, so every call scores new steps after cached prefixes;
+* ``shared``: each problem's solutions in one call with the prefix cache on (emptied before each
+  problem), the question they share run once first (``shared_prefix_tokens``) or by every
+  solution (``shared_prefix_tokens=0``), in the packed layout.
 
 Layouts alternate problem by problem (the order swaps each time), so a noisy shared machine
 slows both alike; the scores of the two layouts are compared (max abs difference).
@@ -26,6 +30,7 @@ from prmsearch.benchmarks.analysis.aggregate import load_aggregate_rows, split_s
 from prmsearch.scorers.base import ScoreRequest
 
 LAYOUTS = ("padded", "packed")
+WORKLOADS = ("whole", "steps", "shared")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class LayoutBenchConfig:
     per_problem: int = 16
     delimiter: str = "\n\n"
     prm_args: dict[str, Any] = field(default_factory=dict)
+    workloads: tuple[str, ...] = ("whole", "steps", "shared")
 
     def __post_init__(self) -> None:
         if not Path(self.samples).is_file():
@@ -46,6 +52,9 @@ class LayoutBenchConfig:
                 f"samples file {self.samples} not found: restore one with "
                 "`python scripts/export_samples.py restore ...` (docs/real-models-laptop.md)"
             )
+        unknown = [w for w in self.workloads if w not in WORKLOADS]
+        if unknown or not self.workloads:
+            raise ValueError(f"workloads must be some of {', '.join(WORKLOADS)}; got {list(self.workloads)}")
         for name in ("problems", "per_problem"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -140,6 +149,39 @@ def bench_steps(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> 
     return fig
 
 
+SHARING = ("not shared", "shared")
+
+
+def bench_shared(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> LayoutFigures:
+    """Each problem's solutions in one call, caches emptied first: the shared question run once
+    against run by every solution (same inputs, so seconds compare directly)."""
+    fig = LayoutFigures("shared", dict.fromkeys(SHARING, 0), dict.fromkeys(SHARING, 0.0))
+    for i, requests in enumerate(problems):
+        order = SHARING if i % 2 == 0 else SHARING[::-1]
+        got: dict[str, np.ndarray] = {}
+        for name in order:
+            scorer = scorers[name]
+            scorer.clear_caches()
+            results, took = _timed(lambda s=scorer, rs=requests: s.score(rs))
+            fig.seconds[name] += took
+            fig.tokens[name] += sum(r.tokens_computed for r in results)
+            got[name] = _scores(results)
+            scorer.clear_caches()
+        fig.max_score_diff = max(fig.max_score_diff,
+                                 float(np.max(np.abs(got["shared"] - got["not shared"]))))
+    return fig
+
+
+def make_sharing_scorers(cfg: LayoutBenchConfig) -> dict[str, Any]:
+    """Two packed scorers of one PRM with the caches on: shared prefixes run once, or not."""
+    from prmsearch.scorers.hf import HFPRMScorer
+
+    shared = HFPRMScorer(cfg.prm, cfg.family, layout="packed", **cfg.prm_args)
+    alone = HFPRMScorer.from_model(shared.model, shared.tokenizer, cfg.family, layout="packed",
+                                   shared_prefix_tokens=0, **cfg.prm_args)
+    return {"shared": shared, "not shared": alone}
+
+
 def make_scorers(cfg: LayoutBenchConfig, caches: bool) -> dict[str, Any]:
     """A padded and a packed scorer of the same PRM (one model, loaded once)."""
     from prmsearch.scorers.hf import HFPRMScorer
@@ -152,12 +194,18 @@ def make_scorers(cfg: LayoutBenchConfig, caches: bool) -> dict[str, Any]:
 
 
 def run_layout_bench(cfg: LayoutBenchConfig) -> list[LayoutFigures]:
-    """Both workloads, packed against padded, on the first ``cfg.problems`` problems."""
+    """The chosen workloads (packed against padded; shared against not) on the first
+    ``cfg.problems`` problems."""
     problems = load_problems(cfg)
     if not problems:
         raise ValueError(f"{cfg.samples} holds no solution with a step")
-    figures = [bench_whole(make_scorers(cfg, caches=False), problems)]
-    figures.append(bench_steps(make_scorers(cfg, caches=True), problems))
+    figures = []
+    if "whole" in cfg.workloads:
+        figures.append(bench_whole(make_scorers(cfg, caches=False), problems))
+    if "steps" in cfg.workloads:
+        figures.append(bench_steps(make_scorers(cfg, caches=True), problems))
+    if "shared" in cfg.workloads:
+        figures.append(bench_shared(make_sharing_scorers(cfg), problems))
     return figures
 
 
@@ -168,6 +216,11 @@ def figure_lines(figures: Sequence[LayoutFigures]) -> list[str]:
         for name in fig.tokens:
             lines.append(f"{fig.workload:6s} {name:11s} {fig.tokens[name]:9,d} tokens "
                          f"{fig.seconds[name]:8.2f} s {fig.tokens_per_s(name):9,.0f} tokens/s")
+        if fig.workload == "shared":  # the same inputs either way: compare seconds
+            ratio = fig.seconds["not shared"] / max(fig.seconds["shared"], 1e-9)
+            lines.append(f"{fig.workload:6s} time not shared / shared {ratio:.2f}x "
+                         f"(max score difference {fig.max_score_diff:.1e})")
+            continue
         lines.append(f"{fig.workload:6s} packed / padded {fig.speedup():.2f}x "
                      f"(max score difference {fig.max_score_diff:.1e})")
     return lines

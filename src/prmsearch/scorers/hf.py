@@ -58,6 +58,7 @@ from prmsearch.engines.packed_attention import (
     packed_attention_on,
     supports_packing,
 )
+from prmsearch.engines.shared_prefix import shared_prefix_runs
 from prmsearch.engines.token_keys import prefix_digests
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import PRMFormat, make_format
@@ -69,6 +70,10 @@ LAYOUTS = ("auto", "padded", "packed")
 #: 128) scores 8% slower packed (its attention, sliced per sequence, costs more than the padding it
 #: saves); Qwen2.5-0.5B (hidden 896) 1.45-2.05x faster. The crossover between them is not measured.
 PACKING_MIN_HIDDEN = 512
+#: The default of ``HFPRMConfig.shared_prefix_tokens``: a prefix that several inputs of one call
+#: share beyond their cached KV runs once first when it adds at least this many tokens to each (a
+#: forward of its own costs a little by itself)
+MIN_SHARED_PREFIX = 16
 
 
 def packs_by_default(can_pack: bool, device_type: str, hidden_size: int) -> bool:
@@ -94,6 +99,10 @@ class HFPRMConfig:
             600-3,127 tokens ran at the same tokens/s on a CPU; far longer rows only make the
             elementwise passes spill out of the caches.
         prefix_cache_tokens: bound on tokens whose KV is kept for reuse; 0 disables it.
+        shared_prefix_tokens: a prefix that several inputs of one call share beyond their cached
+            KV (the question under N whole solutions or under a beam's first steps) runs once
+            first when it adds at least this many tokens to each; 0 turns that off. Needs the
+            prefix cache.
         score_cache_entries: bound on cached step scores; 0 disables score caching.
         attn_implementation: ``"sdpa"`` or ``"eager"`` (passed to ``from_pretrained``).
         causal: whether the model is causal (enables caching); ``None`` = decide from the
@@ -114,6 +123,7 @@ class HFPRMConfig:
     max_batch_tokens: int = 16384
     packed_row_tokens: int = 2048
     prefix_cache_tokens: int = 32768
+    shared_prefix_tokens: int = MIN_SHARED_PREFIX
     score_cache_entries: int = 200_000
     attn_implementation: str | None = "sdpa"
     causal: bool | None = None
@@ -127,7 +137,7 @@ class HFPRMConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("prefix_cache_tokens", "score_cache_entries"):
+        for name in ("prefix_cache_tokens", "score_cache_entries", "shared_prefix_tokens"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
@@ -204,6 +214,9 @@ class _Job:
     cached: int
     kv: SeqKV | None
     scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: tokens of a shared prefix run for this job's group and charged to it (see
+    #: ``HFPRMScorer._run_shared_prefixes``), counted as computed rather than cached
+    prefix_computed: int = 0
 
 
 def _is_masked_lm_type(config: Any) -> bool:
@@ -382,14 +395,44 @@ class HFPRMScorer:
             job.scores = np.array([s if s is not None else np.nan for s in got], dtype=np.float64)
             jobs.append(job)
             first_job[key] = job
+        self._run_shared_prefixes(jobs)
         jobs.sort(key=lambda j: len(j.ids) - j.cached)
         for group in self._groups(jobs):
             self._run_group(group)
         for job in jobs:
-            results[job.index] = StepScores(job.scores, len(job.ids) - job.cached, job.cached)
+            results[job.index] = StepScores(
+                job.scores, len(job.ids) - job.cached + job.prefix_computed, job.cached - job.prefix_computed
+            )
         for i, job in duplicates:  # charged as cached: nothing ran for them
             results[i] = StepScores(job.scores.copy(), 0, len(job.ids))
         return results  # type: ignore[return-value]
+
+    def _run_shared_prefixes(self, jobs: list[_Job]) -> None:
+        """Run once each prefix that several of a call's jobs share beyond their cached KV (the
+        question under N whole solutions, or under every first step of a beam), store its KV and
+        start those jobs from it. The prefix's tokens are charged to the group's first job."""
+        least = self.config.shared_prefix_tokens
+        if not self.causal or self.prefix_cache.max_tokens == 0 or least == 0 or len(jobs) < 2:
+            return
+        found = shared_prefix_runs([j.ids for j in jobs], [j.cached for j in jobs],
+                                   [j.positions[j.missing[0]] for j in jobs], least)
+        if not found:
+            return
+        prefixes = []
+        for shared in found:
+            ids = jobs[shared.members[0]].ids[: shared.length]
+            cached, kv = self.prefix_cache.lookup(ids, max_len=shared.length - 1)
+            prefixes.append(_Job(-1, ids, [], [], [], cached, kv))
+        for group in self._groups(sorted(prefixes, key=lambda j: len(j.ids) - j.cached)):
+            self._run_group(group)
+        for shared, prefix in zip(found, prefixes):
+            for rank, member in enumerate(shared.members):
+                job = jobs[member]
+                cached, kv = self.prefix_cache.lookup(job.ids, max_len=job.positions[job.missing[0]])
+                if cached > job.cached:
+                    job.cached, job.kv = cached, kv
+                if rank == 0:
+                    job.prefix_computed = min(len(prefix.ids) - prefix.cached, job.cached)
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
         """Consecutive jobs under the token budget: padded rows x width, or packed new tokens
@@ -454,8 +497,9 @@ class HFPRMScorer:
             for j in job.missing:
                 rows.append(r)
                 cols.append(job.positions[j] - job.cached)
-        picked = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
-        self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
+        if rows:  # a shared prefix's forward reads nothing: it only stores KV
+            picked = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)]
+            self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
         if store and past is not None:
             check_plain_cache(past)
             for r, job in enumerate(group):
@@ -474,8 +518,9 @@ class HFPRMScorer:
                                      torch.from_numpy(positions)[None].to(dev), None, plan)
         cols = [plan.starts[r] + job.positions[j] - job.cached
                 for r, job in enumerate(group) for j in job.missing]
-        picked = hidden[0, torch.tensor(cols, device=dev)]
-        self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
+        if cols:  # a shared prefix's forward reads nothing: it only stores KV
+            picked = hidden[0, torch.tensor(cols, device=dev)]
+            self._write_scores(group, self.format.probabilities(self._runner.head(picked)))
         if store:
             for r, job in enumerate(group):
                 self.prefix_cache.store(job.ids, plan.sequence_kv(r))
