@@ -187,18 +187,10 @@ class SearchTree:
         consecutive nodes ``first, first + 1, ...`` (a chain written at once, or one node), and
         their running path statistics. Each node's parent must be scored first or be among the
         earlier nodes, as when paths are scored root-first. The driver writes a round's scores of
-        one problem in one call (a call per path cost beam search about 2 us a node)."""
-        parent, score, path_min, path_sum, path_prod = (
-            self.parent, self.score, self.path_min, self.path_sum, self.path_prod
-        )
+        one problem in one call (a call per path cost beam search about 2 us a node; a round of
+        one-step paths goes through :meth:`set_step_scores`, without a tuple per path)."""
         for first, values in paths:
-            for node, value in enumerate(values, first):
-                up = parent[node]
-                score[node] = value
-                low = path_min[up]
-                path_min[node] = value if value < low else low
-                path_sum[node] = path_sum[up] + value
-                path_prod[node] = path_prod[up] * value
+            self.set_step_scores(range(first, first + len(values)), values)
 
     def set_step_scores(self, nodes: Sequence[int], values: Sequence[float]) -> None:
         """Record one step score per node and the running path statistics, as

@@ -102,19 +102,29 @@ def _scores(results: Sequence[Any]) -> np.ndarray:
     return np.concatenate([np.asarray(r.scores, dtype=np.float64) for r in results])
 
 
+def score_in_turns(scorers: dict[str, Any], names: Sequence[str], turn: int,
+                   requests: list[ScoreRequest], fig: LayoutFigures) -> dict[str, np.ndarray]:
+    """Score ``requests`` in one call with each named scorer, caches emptied before and after,
+    the order swapped on odd turns (a noisy machine slows both alike); time and tokens go into
+    ``fig``, and each scorer's scores come back by name."""
+    got: dict[str, np.ndarray] = {}
+    for name in (names if turn % 2 == 0 else names[::-1]):
+        scorer = scorers[name]
+        scorer.clear_caches()
+        results, took = _timed(lambda s=scorer, rs=requests: s.score(rs))
+        fig.seconds[name] += took
+        fig.tokens[name] += sum(r.tokens_computed for r in results)
+        got[name] = _scores(results)
+        scorer.clear_caches()
+    return got
+
+
 def bench_whole(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) -> LayoutFigures:
     """Every solution of a problem in one call, caches off; plus one call per solution."""
     names = (*LAYOUTS, "one-by-one")
     fig = LayoutFigures("whole", dict.fromkeys(names, 0), dict.fromkeys(names, 0.0))
     for i, requests in enumerate(problems):
-        order = LAYOUTS if i % 2 == 0 else LAYOUTS[::-1]
-        got: dict[str, np.ndarray] = {}
-        for name in order:
-            scorer = scorers[name]
-            results, took = _timed(lambda s=scorer, rs=requests: s.score(rs))
-            fig.seconds[name] += took
-            fig.tokens[name] += sum(r.tokens_computed for r in results)
-            got[name] = _scores(results)
+        got = score_in_turns(scorers, LAYOUTS, i, requests, fig)
         single = scorers["padded"]
         results, took = _timed(lambda s=single, rs=requests: [s.score([r])[0] for r in rs])
         fig.seconds["one-by-one"] += took
@@ -157,16 +167,7 @@ def bench_shared(scorers: dict[str, Any], problems: list[list[ScoreRequest]]) ->
     against run by every solution (same inputs, so seconds compare directly)."""
     fig = LayoutFigures("shared", dict.fromkeys(SHARING, 0), dict.fromkeys(SHARING, 0.0))
     for i, requests in enumerate(problems):
-        order = SHARING if i % 2 == 0 else SHARING[::-1]
-        got: dict[str, np.ndarray] = {}
-        for name in order:
-            scorer = scorers[name]
-            scorer.clear_caches()
-            results, took = _timed(lambda s=scorer, rs=requests: s.score(rs))
-            fig.seconds[name] += took
-            fig.tokens[name] += sum(r.tokens_computed for r in results)
-            got[name] = _scores(results)
-            scorer.clear_caches()
+        got = score_in_turns(scorers, SHARING, i, requests, fig)
         fig.max_score_diff = max(fig.max_score_diff,
                                  float(np.max(np.abs(got["shared"] - got["not shared"]))))
     return fig
