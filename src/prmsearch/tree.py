@@ -164,11 +164,7 @@ class SearchTree:
         self.path_min.extend(nans)
         self.path_sum.extend(nans)
         self.path_prod.extend(nans)
-        children = self._children
-        children.extend([[] for _ in range(k)])
-        for node, parent in enumerate(parents, first):
-            children[parent].append(node)
-        return first
+        return first  # the children lists catch up when read (`_children_now`)
 
     def set_score(self, node: int, score: float) -> None:
         """Record the PRM step score of ``node`` and its running path statistics.
@@ -224,7 +220,7 @@ class SearchTree:
     # ----------------------------------------------------------------- reading
     def children(self, node: int) -> list[int]:
         """Ids of the children of ``node``, in creation order (do not mutate)."""
-        return self._children[node]
+        return self._children_now()[node]
 
     def path(self, node: int) -> list[int]:
         """Node ids from the first step to ``node`` (the root excluded)."""
@@ -265,7 +261,20 @@ class SearchTree:
 
     def leaves(self) -> list[int]:
         """Ids of nodes without children (the root only when nothing was expanded)."""
-        return [i for i, kids in enumerate(self._children) if not kids]
+        return [i for i, kids in enumerate(self._children_now()) if not kids]
+
+    def _children_now(self) -> list[list[int]]:
+        """The children lists, brought up to date with the nodes added since they were last
+        read: the search's hot path (``add_steps``) only appends to the parent column, and
+        most strategies never ask for children (a list per node and an append per child were
+        two fifths of ``add_steps``)."""
+        children, parent = self._children, self.parent
+        known, size = len(children), len(parent)
+        if known < size:
+            children.extend([[] for _ in range(size - known)])
+            for node in range(known, size):
+                children[parent[node]].append(node)
+        return children
 
     def terminals(self) -> list[int]:
         """Ids of terminal nodes, in creation order."""
@@ -314,10 +323,7 @@ class SearchTree:
             elif name in _FLOAT_COLUMNS:
                 values = [_decode_float(v) for v in values]
             setattr(tree, name, list(values))
-        tree._children = [[] for _ in tree.parent]
-        for node, parent in enumerate(tree.parent):
-            if parent != NO_PARENT:
-                tree._children[parent].append(node)
+        tree._children = [[]]  # the root's; the others are built when first read
         return tree
 
     def to_json(self) -> str:
