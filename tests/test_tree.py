@@ -192,3 +192,19 @@ def test_a_tree_written_before_token_logprobs_still_loads():
     back = SearchTree.from_dict(old)
     assert back.token_logprobs == [()] * len(tree)
     assert back == tree and back.token_ids == tree.token_ids
+
+
+def test_children_read_between_writes_stay_exact():
+    # children lists catch up when read: reads between bulk writes and chains see every node
+    tree = SearchTree("q")
+    first = tree.add_steps([ROOT, ROOT], ["a", "b"], [(), ()], [0.0, 0.0], ["step", "step"])
+    assert tree.children(ROOT) == [first, first + 1] and tree.leaves() == [first, first + 1]
+    chain = tree.add_steps([first, len(tree)], ["c", "d"], [(), ()], [0.0, 0.0], ["step", "eos"])
+    tree.add_node(first + 1, "e")
+    assert tree.children(first) == [chain] and tree.children(chain) == [chain + 1]
+    assert tree.children(first + 1) == [chain + 2]
+    assert tree.leaves() == [chain + 1, chain + 2]
+    back = SearchTree.from_dict(tree.to_dict())
+    assert [back.children(n) for n in back.iter_nodes()] == [tree.children(n) for n in tree.iter_nodes()]
+    back.add_node(chain + 2, "f")
+    assert back.children(chain + 2) == [len(back) - 1] and back == back.from_dict(back.to_dict())
