@@ -323,8 +323,7 @@ class SearchTree:
             elif name in _FLOAT_COLUMNS:
                 values = [_decode_float(v) for v in values]
             setattr(tree, name, list(values))
-        tree._children = [[]]  # the root's; the others are built when first read
-        return tree
+        return tree  # its children lists are built when first read
 
     def to_json(self) -> str:
         """Strict JSON text of :meth:`to_dict`."""

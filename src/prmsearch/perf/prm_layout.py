@@ -44,7 +44,7 @@ class LayoutBenchConfig:
     per_problem: int = 16
     delimiter: str = "\n\n"
     prm_args: dict[str, Any] = field(default_factory=dict)
-    workloads: tuple[str, ...] = ("whole", "steps", "shared")
+    workloads: tuple[str, ...] = WORKLOADS
 
     def __post_init__(self) -> None:
         if not Path(self.samples).is_file():

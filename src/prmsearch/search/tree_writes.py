@@ -344,9 +344,7 @@ class TreeWriter:
             charged.append((result.tokens_cached, result.tokens_computed, len(request.steps)))
             scored.append((first, values))
         tree.set_path_scores(scored)  # root-first: a path's parent was scored in an earlier round
-        if charged:
-            flops = self.scorer_cost.scoring_flops_total(charged)
-            job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
+        self.charge_scores(job, charged, computed, cached)
 
     def write_step_scores(
         self, job: Job, nodes: range, requests: list[ScoreRequest], results: list[StepScores | None]
@@ -373,6 +371,12 @@ class TreeWriter:
             cached += tokens_cached
             charged.append((tokens_cached, tokens_computed, len(request.steps)))
         job.tree.set_step_scores(written, values)
+        self.charge_scores(job, charged, computed, cached)
+
+    def charge_scores(
+        self, job: Job, charged: list[tuple[int, int, int]], computed: int, cached: int
+    ) -> None:
+        """Charge a round's scored requests, ``(cached, computed, steps)`` each, to the job at once."""
         if charged:
             flops = self.scorer_cost.scoring_flops_total(charged)
             job.ledger.charge_scoring(computed=computed, cached=cached, flops=flops, calls=len(charged))
