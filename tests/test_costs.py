@@ -75,6 +75,38 @@ def test_head_dim_sets_the_attention_width():
     assert cost_from_shapes(config, {"w": (2, 2)}).attention_width == 16
 
 
+def test_round_columns_equal_the_per_request_sums():
+    """The driver charges a round by columns (`generation_flops_columns`, one prefill entry per
+    request plus one per re-prefill, one decode entry per sample or extra run;
+    `scoring_flops_columns`): exactly the per-request formulas summed."""
+    import random
+
+    rng = random.Random(1)
+    cost = ModelCost(non_embedding_params=991, layers=3, attention_width=40, head_flops=83)
+    for _ in range(200):
+        per_request = 0
+        prefill_cached, prefill_computed, tokens, prompts = [], [], [], []
+        for _ in range(rng.randrange(6)):
+            cached, computed, recomputed = rng.randrange(80), rng.randrange(80), rng.choice([0, 0, 4])
+            samples = [rng.randrange(50) for _ in range(rng.randrange(1, 5))]
+            per_request += cost.generation_flops(
+                cached=cached, computed=computed, sample_tokens=samples, recomputed=recomputed
+            )
+            prompt = cached + computed
+            prefill_cached.append(cached)
+            prefill_computed.append(computed)
+            if recomputed:
+                prefill_cached.append(prompt)
+                prefill_computed.append(recomputed)
+            tokens += samples
+            prompts += [prompt] * len(samples)
+        assert cost.generation_flops_columns(prefill_cached, prefill_computed, tokens, prompts) == per_request
+        triples = [(rng.randrange(60), rng.choice([0, rng.randrange(40)]), rng.randrange(1, 9))
+                   for _ in range(rng.randrange(8))]
+        columns = [list(column) for column in zip(*triples)] or [[], [], []]
+        assert cost.scoring_flops_columns(*columns) == cost.scoring_flops_total(triples)
+
+
 def test_blank_step_reprefill_and_extra_tokens_are_charged():
     sample = StepOutput("x", (1, 2), -1.0, Finish.STEP)
     gen = Generation((sample,), prompt_tokens_computed=5, generated_tokens=4, prompt_tokens_recomputed=3)
@@ -112,3 +144,33 @@ def test_driver_charges_the_formula():
     ledger = result.ledger
     assert ledger.policy_flops > 2 * 7 * (ledger.prompt_tokens_computed + ledger.generated_tokens)
     assert ledger.prm_flops > 2 * 5 * ledger.prm_tokens_computed
+
+
+class CountingPolicy:
+    """Two one-token steps per request, with the backend's own token count and a re-prefill
+    (what vLLM reports when it continued a blank step), then a boxed answer."""
+
+    num_parameters = 7
+    cost = ModelCost(non_embedding_params=7, layers=2, attention_width=3, head_flops=11)
+
+    def generate(self, requests):
+        out = []
+        for request in requests:
+            text = "\\boxed{1}" if request.steps else "a"
+            samples = tuple(StepOutput(text, (5,), -1.0, Finish.STEP) for _ in range(request.n))
+            out.append(Generation(samples, prompt_tokens_computed=6, prompt_tokens_cached=2,
+                                  generated_tokens=request.n + 3, prompt_tokens_recomputed=4))
+        return out
+
+
+def test_driver_charges_a_round_as_the_sum_of_its_requests():
+    """Every request's backend count (generated tokens beyond the samples, a re-prefill) is
+    charged exactly as `generation_flops` per request would: n=4 width=2 beam, two rounds."""
+    scorer = ScriptedScorer({}, default=0.5)
+    result, _ = run_one(CountingPolicy(), scorer, make_strategy("beam", n=4, width=2))
+    ledger, cost = result.ledger, CountingPolicy.cost
+    # round 1: one request of 4 samples; round 2: two requests of 2 samples (the kept beams)
+    one = cost.generation_flops(cached=2, computed=6, sample_tokens=[1] * 4 + [3], recomputed=4)
+    two = cost.generation_flops(cached=2, computed=6, sample_tokens=[1] * 2 + [3], recomputed=4)
+    assert ledger.policy_calls == 3 and ledger.generated_tokens == 7 + 2 * 5
+    assert ledger.policy_flops == one + 2 * two

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prmsearch.seeding import mix_seed, mix_seed_from, mixer_state
+from prmsearch.seeding import mix_seed, mix_seed_from, mixer_state, node_seed
 
 ints = st.integers(min_value=-(2**70), max_value=2**70)
 
@@ -22,3 +22,8 @@ def test_seeds_are_the_published_splitmix_values():
     assert mix_seed(123, 456, 7) == 6437811569190480802
     assert 0 <= mix_seed(2**64 + 5, -1) < 2**63
     assert mix_seed(42, 7, 0) != mix_seed(42, 0, 7)
+
+
+@given(ints, st.integers(min_value=0, max_value=2**40), st.integers(min_value=0, max_value=10**6))
+def test_node_seed_is_the_unrolled_mix(seed, node, serial):
+    assert node_seed(mixer_state(seed), node, serial) == mix_seed(seed, node, serial)

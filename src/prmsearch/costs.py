@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import mul
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,29 @@ class ModelCost:
         return flops + (2 * self.non_embedding_params + self.head_flops) * total + \
             2 * self.layers * self.attention_width * attended
 
+    def generation_flops_columns(
+        self, prefill_cached: list[int], prefill_computed: list[int], sample_tokens: list[int],
+        sample_prompts: list[int],
+    ) -> int:
+        """The sum of :meth:`generation_flops` over a round's requests, given as columns: one
+        prefill entry per request (and one per re-prefilled prompt: ``cached`` = the prompt,
+        ``computed`` = the tokens recomputed), one decode entry per sample (its tokens and its
+        prompt's length). Exact, as the per-request sum (every term is a sum over requests),
+        in C-level passes: the driver charges each problem's round this way."""
+        prefill = sum(prefill_computed)
+        prefill_attended = sum(map(mul, prefill_computed, prefill_cached)) + (
+            sum(map(mul, prefill_computed, prefill_computed)) + prefill
+        ) // 2
+        decode = sum(sample_tokens)
+        decode_attended = sum(map(mul, sample_tokens, sample_prompts)) + (
+            sum(map(mul, sample_tokens, sample_tokens)) + decode
+        ) // 2
+        return (
+            2 * self.non_embedding_params * (prefill + decode)
+            + self.head_flops * decode
+            + 2 * self.layers * self.attention_width * (prefill_attended + decode_attended)
+        )
+
     def scoring_flops(self, *, cached: int, computed: int, steps: int) -> int:
         """One PRM request: ``computed`` input tokens after ``cached`` reused ones, and the score
         head at each of ``steps`` read positions (none when the whole input was reused)."""
@@ -99,6 +124,20 @@ class ModelCost:
                 squares += computed * computed
                 across += computed * cached
                 heads += steps
+        attended = across + (squares + total) // 2
+        return 2 * self.non_embedding_params * total + 2 * self.layers * self.attention_width * attended + \
+            self.head_flops * heads
+
+
+    def scoring_flops_columns(self, cached: list[int], computed: list[int], steps: list[int]) -> int:
+        """:meth:`scoring_flops_total` of requests given as three aligned columns (cached,
+        computed, steps), summed by C-level passes: the driver's one-step rounds charge this way."""
+        if min(computed, default=0) < 0:  # never from a real scorer; counted as the triples are
+            return self.scoring_flops_total(zip(cached, computed, steps))
+        total = sum(computed)
+        squares = sum(map(mul, computed, computed))
+        across = sum(map(mul, computed, cached))
+        heads = sum(compress(steps, computed))  # a request with nothing computed reads no head
         attended = across + (squares + total) // 2
         return 2 * self.non_embedding_params * total + 2 * self.layers * self.attention_width * attended + \
             self.head_flops * heads

@@ -34,6 +34,18 @@ def mix_seed_from(state: int, *values: int) -> int:
     return mixer_state(*values, state=state) >> 1
 
 
+def node_seed(state: int, node: int, serial: int) -> int:
+    """``mix_seed_from(state, node, serial)`` unrolled: the driver seeds every generation request
+    this way (a problem's state, the node expanded, how often it was expanded before), and the
+    loop and argument tuple of the general form cost particle filtering ~0.3 us a request."""
+    state = (state ^ (node & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
+    state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
+    state ^= state >> 29
+    state = (state ^ (serial & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
+    state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
+    return (state ^ (state >> 29)) >> 1
+
+
 def problem_seed(seed: int, question: str) -> int:
     """The seed of one problem: depends on the run seed and the question text only, so a problem
     gets the same samples alone, in a batch, or on another worker."""

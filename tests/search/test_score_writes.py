@@ -1,0 +1,68 @@
+"""A round's scores written by columns (`last_scores`) when every reply is well formed, and node
+by node, with the same errors as before, when one is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import synthetic_backends
+
+from prmsearch import Searcher
+from prmsearch.scorers.base import StepScores, path_score_request
+from prmsearch.search.tree_writes import last_scores
+
+
+def requests(*lengths: int):
+    return [path_score_request("q", tuple(f"s{i}" for i in range(k))) for k in lengths]
+
+
+def test_well_formed_replies_become_columns():
+    replies = [StepScores(np.array([0.2, 0.7]), 5, 3), StepScores([0.4, 0.1, 1.0], 2, 0)]
+    values, computed, cached = last_scores(requests(2, 3), replies)
+    assert values == [0.7, 1.0] and all(type(v) is float for v in values)
+    assert computed == [5, 2] and cached == [3, 0]
+    assert last_scores([], []) == ([], [], [])
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        None,  # the PRM could not read the path: it ends unscored, node by node
+        StepScores(np.array([0.2])),  # one score for two steps
+        StepScores(np.array([0.2, np.nan])),
+        StepScores(np.array([0.2, 1.5])),
+        StepScores(np.array([0.2, -0.1])),
+        StepScores(np.array([[0.2], [0.3]])),  # a column, not one score per step
+        StepScores(np.array([0.2, 0.3], dtype=np.float32)),  # left to the full check
+    ],
+)
+def test_any_other_reply_sends_the_round_node_by_node(reply):
+    good = StepScores(np.array([0.5, 0.5]))
+    assert last_scores(requests(2, 2), [good, reply]) is None
+
+
+class ScoresOver:
+    """A scorer that answers one problem's paths with a score out of [0, 1]."""
+
+    num_parameters = 1
+
+    def __init__(self, scorer, bad_question: str) -> None:
+        self.scorer, self.bad_question = scorer, bad_question
+
+    def score(self, batch):
+        out = self.scorer.score(batch)
+        bad = [r.question == self.bad_question for r in batch]
+        return [StepScores(np.full(len(r.steps), 1.5)) if b else s for r, s, b in zip(batch, out, bad)]
+
+
+@pytest.mark.parametrize("name", ["beam", "particle_filter"])
+def test_a_malformed_round_fails_its_problem_only(name):
+    policy, scorer = synthetic_backends(depth=3)
+    questions = [f"problem {i}" for i in range(4)]
+    results = Searcher(policy, ScoresOver(scorer, "problem 2"), name, n=4).run(questions)
+    assert results[2].error is not None and "scorer failed" in results[2].error
+    assert results[2].error_kind == "malformed_reply"
+    assert all(r.error is None and r.answer is not None for i, r in enumerate(results) if i != 2)
+    expected = Searcher(*synthetic_backends(depth=3), name, n=4).run(questions)
+    for i in (0, 1, 3):  # the well-formed problems search as they do alone with a plain scorer
+        assert results[i].steps == expected[i].steps and results[i].step_scores == expected[i].step_scores
