@@ -66,3 +66,24 @@ def test_a_malformed_round_fails_its_problem_only(name):
     expected = Searcher(*synthetic_backends(depth=3), name, n=4).run(questions)
     for i in (0, 1, 3):  # the well-formed problems search as they do alone with a plain scorer
         assert results[i].steps == expected[i].steps and results[i].step_scores == expected[i].step_scores
+
+
+@pytest.mark.parametrize("rounds", [1, 20])  # 20 requests: the seeds of a round mixed in numpy
+def test_each_request_is_seeded_by_node_and_expansion_count(rounds):
+    """Seeds mix (problem seed, node, how often the node was expanded before), a node asked
+    for twice in one round included, whichever way a round's seeds are computed."""
+    from prmsearch.search.driver import Driver
+    from prmsearch.search.job import Job
+    from prmsearch.search.protocol import Expand, make_strategy
+    from prmsearch.seeding import mix_seed
+
+    policy, scorer = synthetic_backends(depth=3)
+    writer = Driver(policy, scorer).writer
+    job = Job(0, "q", make_strategy("beam", n=4), seed=11)
+    nodes = [0] * 2 + list(range(1, rounds))  # only the root exists; check_expand is not run here
+    job.tree.add_steps([0] * rounds, ["s"] * rounds, [()] * rounds, [0.0] * rounds, ["step"] * rounds)
+    first = writer.requests(job, Expand(tuple((node, 1) for node in nodes)))
+    again = writer.requests(job, Expand(((0, 1),)))
+    expected = [mix_seed(11, 0, 0), mix_seed(11, 0, 1)] + [mix_seed(11, node, 0) for node in range(1, rounds)]
+    assert [r.seed for r in first] == expected
+    assert [r.seed for r in again] == [mix_seed(11, 0, 2)]

@@ -24,7 +24,7 @@ from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Policy, SamplingParams
 from prmsearch.scorers.base import Scorer
-from prmsearch.search.aggregation import Aggregation, path_score
+from prmsearch.search.aggregation import Aggregation, path_score, path_scores
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.failures import backend_unreachable
 from prmsearch.search.gc_pauses import fewer_gc_pauses
@@ -232,9 +232,10 @@ class Driver:
         score = float("nan")
         if choice is not None:
             votes = tally(tree, choice.candidates, aggregation)
-            candidates = tuple(
-                Candidate(c, tree.answer[c], int(tree.answer_group[c]), path_score(tree, c, aggregation))
-                for c in choice.candidates
+            answers, groups = tree.answer, tree.answer_group
+            candidates = tuple(  # the scores read as one column: a result lists every candidate
+                Candidate(c, answers[c], int(groups[c]), value)
+                for c, value in zip(choice.candidates, path_scores(tree, choice.candidates, aggregation))
             )
             if node != ROOT:
                 score = path_score(tree, node, aggregation)

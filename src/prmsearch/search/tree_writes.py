@@ -26,7 +26,7 @@ from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import BoundStrategy, Expand
 from prmsearch.search.results import RunStats
-from prmsearch.seeding import node_seed
+from prmsearch.seeding import node_seeds
 from prmsearch.steps import split_steps
 from prmsearch.tree import LOOP_TIMES, LOOP_WINDOW, SearchTree
 
@@ -134,9 +134,19 @@ class TreeWriter:
         expansions = job.expansions
         question, seed_state, stop_at_step = tree.question, job.seed_state, not expand.full_solution
         add = requests.append
-        for node, count in expand.requests:
-            serial = expansions.get(node, 0)
-            expansions[node] = serial + 1
+        nodes = [node for node, _ in expand.requests]
+        if len(set(nodes)) == len(nodes):
+            serials = [expansions.get(node, 0) for node in nodes]
+            expansions.update(zip(nodes, [serial + 1 for serial in serials]))
+        else:  # a node asked for twice in one round: its second request is its next expansion
+            serials = []
+            for node in nodes:
+                serial = expansions.get(node, 0)
+                expansions[node] = serial + 1
+                serials.append(serial)
+        # = mix_seed(job.seed, node, serial) for each request, a round at once
+        seeds = node_seeds(seed_state, nodes, serials)
+        for (node, count), seed in zip(expand.requests, seeds):
             steps = paths.get(node)
             add(
                 generation_request(  # = GenerationRequest(...), built without its __init__
@@ -144,7 +154,7 @@ class TreeWriter:
                     steps if steps is not None else tree.path_steps(node),
                     count,
                     sampling,
-                    node_seed(seed_state, node, serial),  # = mix_seed(job.seed, node, serial)
+                    seed,
                     stop_at_step,
                     logprobs,
                 )
