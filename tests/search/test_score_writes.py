@@ -87,3 +87,26 @@ def test_each_request_is_seeded_by_node_and_expansion_count(rounds):
     expected = [mix_seed(11, 0, 0), mix_seed(11, 0, 1)] + [mix_seed(11, node, 0) for node in range(1, rounds)]
     assert [r.seed for r in first] == expected
     assert [r.seed for r in again] == [mix_seed(11, 0, 2)]
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        (((0, 2), (7, 1)), "expand node 7, not in the tree"),
+        (((0, 2), (-1, 1)), "expand node -1, not in the tree"),
+        (((0, 2), (2, 1)), "expand terminal node 2"),
+        (((1, 0),), "asked for 0 children of node 1"),
+        (((0, 1, 2),), "too many values"),  # not a (node, count) pair
+    ],
+)
+def test_expand_requests_are_checked_with_the_first_bad_one_named(requests, message):
+    from prmsearch.search.job import check_expand
+    from prmsearch.search.protocol import Expand
+    from prmsearch.tree import SearchTree
+
+    tree = SearchTree("q")
+    tree.add_steps([0, 0], ["a", "b"], [(), ()], [0.0, 0.0], ["step", "eos"])
+    tree.mark_terminal(2)
+    check_expand(tree, Expand(((0, 2), (1, 3), (1, 1))))  # open nodes, repeated ones too
+    with pytest.raises(ValueError, match=message):
+        check_expand(tree, Expand(requests))

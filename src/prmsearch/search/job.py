@@ -127,6 +127,14 @@ def check_expand(tree: SearchTree, expand: object) -> None:
     if not expand.requests:
         raise ValueError("a strategy yielded an Expand with no requests")
     size = len(tree)
+    try:  # the common case, checked by columns: every node open and in the tree, every count >= 1
+        nodes, counts = zip(*expand.requests)
+        if min(nodes) >= 0 and max(nodes) < size and min(counts) >= 1 and not any(
+            map(tree.terminal.__getitem__, nodes)
+        ):
+            return
+    except (TypeError, ValueError, IndexError):
+        pass  # malformed requests: the loop below names the first bad one
     for node, count in expand.requests:
         if not 0 <= node < size:
             raise ValueError(f"strategy asked to expand node {node}, not in the tree")

@@ -208,6 +208,7 @@ class TreeWriter:
         extra_tokens: list[int] = []
         extra_prompts: list[int] = []
         n = counted_total = counted_own = computed = cached = 0
+        full_solution = expand.full_solution
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             n += request.n
             samples = gen.samples
@@ -231,7 +232,7 @@ class TreeWriter:
                 if counted > own:
                     extra_tokens.append(counted - own)
                     extra_prompts.append(prompt)
-            if expand.full_solution:
+            if full_solution:
                 children = []
                 for sample in samples:
                     first, last = self.add_chain(job, node, sample, request.sampling.delimiter)
