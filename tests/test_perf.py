@@ -159,8 +159,27 @@ def test_real_model_ratio_rows_report_prm_rate_prefix_hits_and_idle_engine():
     (row,) = engine_ratio_rows([real])
     assert "N=16" in row.label and "8 gsm8k (qwen) problems" in row.label
     assert "PRM 200 tokens/s" in row.label and "prefix-cache hits 75%" in row.label
-    assert "engine idle 20%" in row.label
+    assert "engine idle 20%" in row.label and "raw to EOS" not in row.label
     assert real.to_dict()["engine_idle_share"] == real.engine_idle_share
+
+
+def test_ratio_rows_split_the_gap_at_the_raw_call_to_eos():
+    """The raw call with natural sample lengths (to EOS) sits between the rectangular one and
+    the search: framework / raw to EOS is what the search itself loses."""
+    import math
+
+    from prmsearch.perf.engine_ratio import RatioFigures, table
+
+    f = RatioFigures("vllm", "best_of_n", 4, 100.0, 20_000, 80.0, 20_000, 0.3, "gsm8k (qwen)",
+                     budget=16, natural_s=100.0, natural_tokens=21_000)
+    assert f.ratio == 0.8 and f.natural_tok_s == 210.0 and abs(f.natural_ratio - 200 / 210) < 1e-12
+    (row,) = engine_ratio_rows([f])
+    assert "raw to EOS 210 tokens/s, framework / raw to EOS 0.95" in row.label
+    assert row.figure == "0.80"  # the target stays held against the rectangular call
+    assert "| 210 | 0.95 |" in table([f])
+    unmeasured = RatioFigures("vllm", "beam", 4, 1.0, 10, 1.0, 10, 0.0)
+    assert math.isnan(unmeasured.natural_ratio)
+    assert "raw to EOS" not in engine_ratio_rows([unmeasured])[0].label
 
 
 def test_a_real_recipe_without_a_vllm_policy_is_refused_by_name(tmp_path):

@@ -178,6 +178,10 @@ def test_the_engine_ratio_measures_the_search_against_one_raw_call(vllm_policy, 
         assert f.framework_tokens > 0 and 0 < f.ratio < 5
         # the raw call generates the same tokens, up to rounding its fixed sample length
         assert abs(f.raw_tokens - f.framework_tokens) <= 3 * 4
+    # the raw call to EOS runs once for the engine: 3 prompts x 4 samples, each within the context
+    first, second = figures
+    assert first.natural_tokens == second.natural_tokens and first.natural_s == second.natural_s
+    assert 0 < first.natural_tokens < 3 * 4 * 256 and 0 < first.natural_ratio < 5
 
 
 def test_a_closed_engine_loop_refuses_work_by_name():

@@ -16,6 +16,12 @@ The ratio framework / raw is the share of the engine's ideal throughput the sear
 is an upper-bound comparison: the raw call decodes long samples from short prompts in one
 batch; a step search must stop at every step, prefill each extended path and wait for the PRM.
 
+* **raw to EOS** (once per engine): the same call with the samples' natural lengths (each stops
+  at EOS or at the whole-solution cap the searches use, as best-of-N's solutions do). Its batch
+  thins out as samples end and the longest sample sets the call's length, so framework / raw to
+  EOS splits the gap: what the engine loses to ragged sample lengths under any client, and what
+  the search itself loses (step boundaries, prefills, PRM, driver).
+
 With ``recipe`` set, the same measurement runs a real model instead of the embedded ones: the
 recipe's policy folder on both engines, its PRM (or policy confidence), sampling, search limits,
 strategy options and dataset sample (its first ``problems`` problems), graded against the gold
@@ -90,6 +96,8 @@ class RatioFigures:
     prompt_tokens_computed: int = 0
     policy_s: float = 0.0
     budget: int = 16
+    natural_s: float = 0.0
+    natural_tokens: int = 0
 
     @property
     def framework_tok_s(self) -> float:
@@ -102,6 +110,16 @@ class RatioFigures:
     @property
     def ratio(self) -> float:
         return self.framework_tok_s / self.raw_tok_s
+
+    @property
+    def natural_tok_s(self) -> float:
+        """The raw call's tokens/s with samples of their natural lengths (NaN: not measured)."""
+        return self.natural_tokens / self.natural_s if self.natural_s > 0 else float("nan")
+
+    @property
+    def natural_ratio(self) -> float:
+        """Framework tokens/s over the raw call's to EOS (NaN: not measured)."""
+        return self.framework_tok_s / self.natural_tok_s
 
     @property
     def prm_tok_s(self) -> float:
@@ -120,7 +138,8 @@ class RatioFigures:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "framework_tok_s": self.framework_tok_s, "raw_tok_s": self.raw_tok_s,
-                "ratio": self.ratio, "prm_tok_s": self.prm_tok_s,
+                "ratio": self.ratio, "natural_tok_s": self.natural_tok_s,
+                "natural_ratio": self.natural_ratio, "prm_tok_s": self.prm_tok_s,
                 "prefix_hit_rate": self.prefix_hit_rate, "engine_idle_share": self.engine_idle_share}
 
 
@@ -214,13 +233,18 @@ def recipe_workload(cfg: EngineRatioConfig) -> tuple[Workload, Any]:
 
 
 def _raw_offline(policy: Any, prompts: list[list[int]], budget: int, length: int,
-                 temperature: float) -> tuple[float, int]:
-    """One ``LLM.generate`` call: every prompt, ``budget`` samples of exactly ``length`` tokens."""
+                 temperature: float, to_eos: bool = False) -> tuple[float, int]:
+    """One ``LLM.generate`` call: every prompt, ``budget`` samples of exactly ``length`` tokens
+    (``to_eos``: each sample stops at the policy's EOS tokens, ``length`` at most)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    params = [SamplingParams(n=budget, temperature=temperature, max_tokens=length, min_tokens=length,
-                             ignore_eos=True, seed=0) for _ in prompts]
+    if to_eos:
+        params = [SamplingParams(n=budget, temperature=temperature, max_tokens=length,
+                                 stop_token_ids=sorted(policy.eos_ids), seed=0) for _ in prompts]
+    else:
+        params = [SamplingParams(n=budget, temperature=temperature, max_tokens=length,
+                                 min_tokens=length, ignore_eos=True, seed=0) for _ in prompts]
     policy.clear_caches()
     start = time.perf_counter()
     outputs = policy.generate_raw([TokensPrompt(prompt_token_ids=p) for p in prompts], params)
@@ -229,14 +253,17 @@ def _raw_offline(policy: Any, prompts: list[list[int]], budget: int, length: int
 
 
 def _raw_server(base_url: str, prompts: list[list[int]], budget: int, length: int,
-                temperature: float, served: str = "arith") -> tuple[float, int]:
-    """One ``/completions`` request with every prompt (token ids), ``n = budget``, fixed length."""
+                temperature: float, served: str = "arith", to_eos: bool = False) -> tuple[float, int]:
+    """One ``/completions`` request with every prompt (token ids), ``n = budget``, fixed length
+    (``to_eos``: each sample stops at the model's EOS, ``length`` at most)."""
     import httpx
 
     root = base_url.rsplit("/v1", 1)[0]
     httpx.post(f"{root}/reset_prefix_cache", timeout=30)  # dev-mode servers only; else ignored
     body = {"model": served, "prompt": prompts, "n": budget, "max_tokens": length,
-            "min_tokens": length, "ignore_eos": True, "temperature": temperature}
+            "temperature": temperature}
+    if not to_eos:
+        body.update(min_tokens=length, ignore_eos=True)
     start = time.perf_counter()
     response = httpx.post(f"{base_url}/completions", json=body, timeout=900)
     seconds = time.perf_counter() - start
@@ -281,6 +308,7 @@ def measure_engine(engine: str, policy: Any, scorer: Any, problems: list | Workl
     builder = PromptBuilder(policy.prompt_format, policy.tokenizer)
     prompts = [builder.ids(q, ()) for q in questions]
     figures: list[RatioFigures] = []
+    natural: tuple[float, int] | None = None
     for strategy in cfg.strategies:
         searcher = work.searcher(policy, scorer, strategy, cfg.budget)
         searcher.run(questions[:1])  # warm-up (first-call costs), not measured
@@ -297,13 +325,24 @@ def measure_engine(engine: str, policy: Any, scorer: Any, problems: list | Workl
         else:
             raw_s, raw_tokens = _raw_server(url, prompts, cfg.budget, length, cfg.temperature,
                                             work.served)
+        if natural is None:  # the same for every strategy: once per engine
+            # the whole-solution cap of the searches, within the context after the longest prompt
+            cap = min(searcher.config.solution_max_tokens,
+                      work.context_length - max(len(p) for p in prompts))
+            if url is None:
+                natural = _raw_offline(policy, prompts, cfg.budget, cap, cfg.temperature, to_eos=True)
+            else:
+                natural = _raw_server(url, prompts, cfg.budget, cap, cfg.temperature, work.served,
+                                      to_eos=True)
         figures.append(RatioFigures(
             engine, strategy, len(questions), framework_s, tokens, raw_s, raw_tokens,
             work.correct(results) / len(questions), work.label, ledger.prm_tokens_computed,
-            ledger.prompt_tokens_cached, ledger.prompt_tokens_computed, stats.policy_s, cfg.budget))
+            ledger.prompt_tokens_cached, ledger.prompt_tokens_computed, stats.policy_s, cfg.budget,
+            *natural))
         f = figures[-1]
         log(f"engine ratio, {engine} {strategy}: {f.framework_tok_s:,.0f} vs raw "
-            f"{f.raw_tok_s:,.0f} tokens/s ({f.ratio:.2f}); PRM {f.prm_tok_s:,.0f} tokens/s, "
+            f"{f.raw_tok_s:,.0f} tokens/s ({f.ratio:.2f}), raw to EOS {f.natural_tok_s:,.0f} "
+            f"({f.natural_ratio:.2f}); PRM {f.prm_tok_s:,.0f} tokens/s, "
             f"prefix hits {f.prefix_hit_rate:.0%}, engine idle {f.engine_idle_share:.0%}")
     return figures
 
@@ -352,11 +391,13 @@ def _clear(policy: Any, scorer: Any, url: str | None) -> None:
 def table(figures: list[RatioFigures]) -> str:
     """A markdown table of the figures."""
     rows = ["| engine | strategy | workload | problems | framework tokens/s | raw engine tokens/s | "
-            "framework / raw | generated tokens | PRM tokens/s | prefix-cache hits | engine idle | "
-            "accuracy |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "framework / raw | raw to EOS tokens/s | framework / raw to EOS | generated tokens | "
+            "PRM tokens/s | prefix-cache hits | engine idle | accuracy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in figures:
         rows.append(f"| {f.engine} | {f.strategy} | {f.workload} | {f.problems} | "
                     f"{f.framework_tok_s:,.0f} | {f.raw_tok_s:,.0f} | {f.ratio:.2f} | "
+                    f"{f.natural_tok_s:,.0f} | {f.natural_ratio:.2f} | "
                     f"{f.framework_tokens:,} | {f.prm_tok_s:,.0f} | {f.prefix_hit_rate:.0%} | "
                     f"{f.engine_idle_share:.0%} | {f.accuracy:.1%} |")
     return "\n".join(rows)

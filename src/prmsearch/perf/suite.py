@@ -229,6 +229,9 @@ def engine_ratio_rows(figures: list[RatioFigures] | None, why: str = "") -> list
         extra = "" if f.workload == "arith" else (
             f"; PRM {f.prm_tok_s:,.0f} tokens/s, prefix-cache hits {f.prefix_hit_rate:.0%}, "
             f"engine idle {f.engine_idle_share:.0%}")
+        if f.natural_tokens:
+            extra += (f"; raw to EOS {f.natural_tok_s:,.0f} tokens/s, framework / raw to EOS "
+                      f"{f.natural_ratio:.2f}")
         rows.append(PerfRow(
             "engine-ratio", f"{f.strategy} N={f.budget} on the {names[f.engine]}, {f.problems} "
             f"{f.workload} problems, {f.framework_tokens:,} tokens (accuracy "
