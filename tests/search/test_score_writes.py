@@ -9,7 +9,7 @@ from helpers import synthetic_backends
 
 from prmsearch import Searcher
 from prmsearch.scorers.base import StepScores, path_score_request
-from prmsearch.search.tree_writes import last_scores
+from prmsearch.search.score_replies import last_scores
 
 
 def requests(*lengths: int):

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams, generation_request
@@ -26,6 +24,7 @@ from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import BoundStrategy, Expand
 from prmsearch.search.results import RunStats
+from prmsearch.search.score_replies import last_score, last_scores
 from prmsearch.seeding import node_seeds
 from prmsearch.steps import split_steps
 from prmsearch.tree import LOOP_TIMES, LOOP_WINDOW, SearchTree
@@ -454,49 +453,3 @@ def end_too_long(job: Job, node: int) -> None:
     job.too_long += 1
     if not job.tree.terminal[node]:
         job.tree.mark_terminal(node, truncated=True)
-
-
-_SCORE_TYPES = frozenset((float, np.float64))
-
-
-def last_scores(
-    requests: list[ScoreRequest], results: list[StepScores | None]
-) -> tuple[list[float], list[int], list[int]] | None:
-    """The last-step score, PRM tokens computed and tokens cached of every request of a round,
-    a column each, when every reply holds one probability per step (a 1-D float64 array or a
-    list of floats); None when any reply is missing or off, for `last_score`'s per-node check
-    and its error. One C-level pass per column instead of a dozen attribute reads per node:
-    about a microsecond a node of beam search and particle filtering."""
-    try:
-        arrays = [result.scores for result in results]  # a None reply raises here
-    except AttributeError:
-        return None
-    if list(map(len, arrays)) != [len(request.steps) for request in requests]:
-        return None
-    try:
-        values = [scores[-1] for scores in arrays]  # an empty path raises here
-    except IndexError:
-        return None
-    if not set(map(type, values)) <= _SCORE_TYPES:  # a 2-D array's row, another dtype: no
-        return None
-    values = list(map(float, values))
-    if values:
-        total = sum(values)  # NaN anywhere makes the sum NaN
-        if total != total or min(values) < 0.0 or max(values) > 1.0:
-            return None
-    return (
-        values,
-        [result.tokens_computed for result in results],
-        [result.tokens_cached for result in results],
-    )
-
-
-def last_score(request: ScoreRequest, result: StepScores) -> float:
-    """The score of a path's last step, checked: a 1-D array of one probability per step (the
-    common case, in a few attribute reads), else `check_scores`'s full check and its error."""
-    raw = result.scores
-    if isinstance(raw, np.ndarray) and raw.ndim == 1 and raw.shape[0] == len(request.steps) > 0:
-        value = float(raw[-1])
-        if 0.0 <= value <= 1.0:  # also rejects NaN
-            return value
-    return check_scores(request, result)[-1]
