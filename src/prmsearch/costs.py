@@ -74,17 +74,12 @@ class ModelCost:
         each sample's tokens after the prompt (with the output head at every decoded token), and
         ``recomputed`` prompt tokens prefilled again (e.g. continuing a blank step) at the end."""
         prompt = cached + computed
-        flops = self.forward_flops(cached, computed) + self.forward_flops(prompt, recomputed)
-        # The sum of forward_flops(prompt, t) over the samples, in closed form (the driver
-        # charges this for every request, so it stays one pass of integer arithmetic).
-        total = squares = 0
-        for tokens in sample_tokens:
-            if tokens > 0:
-                total += tokens
-                squares += tokens * tokens
-        attended = total * prompt + (squares + total) // 2
-        return flops + (2 * self.non_embedding_params + self.head_flops) * total + \
-            2 * self.layers * self.attention_width * attended
+        prefill_cached, prefill_computed = [cached], [computed]
+        if recomputed > 0:
+            prefill_cached.append(prompt)
+            prefill_computed.append(recomputed)
+        tokens = [t for t in sample_tokens if t > 0]
+        return self.generation_flops_columns(prefill_cached, prefill_computed, tokens, [prompt] * len(tokens))
 
     def generation_flops_columns(
         self, prefill_cached: list[int], prefill_computed: list[int], sample_tokens: list[int],
@@ -115,24 +110,19 @@ class ModelCost:
         return self.forward_flops(cached, computed) + (self.head_flops * steps if computed else 0)
 
     def scoring_flops_total(self, requests: Iterable[tuple[int, int, int]]) -> int:
-        """The sum of :meth:`scoring_flops` over ``(cached, computed, steps)`` triples, in one
-        pass (the driver charges a problem's score requests of a round at once)."""
-        total = squares = across = heads = 0
-        for cached, computed, steps in requests:
-            if computed > 0:
-                total += computed
-                squares += computed * computed
-                across += computed * cached
-                heads += steps
-        attended = across + (squares + total) // 2
-        return 2 * self.non_embedding_params * total + 2 * self.layers * self.attention_width * attended + \
-            self.head_flops * heads
-
+        """The sum of :meth:`scoring_flops` over ``(cached, computed, steps)`` triples (the
+        driver charges a problem's score requests of a round at once); a request with nothing
+        computed costs nothing."""
+        kept = [(cached, computed, steps) for cached, computed, steps in requests if computed > 0]
+        if not kept:
+            return 0
+        cached, computed, steps = (list(column) for column in zip(*kept))
+        return self.scoring_flops_columns(cached, computed, steps)
 
     def scoring_flops_columns(self, cached: list[int], computed: list[int], steps: list[int]) -> int:
         """:meth:`scoring_flops_total` of requests given as three aligned columns (cached,
         computed, steps), summed by C-level passes: the driver's one-step rounds charge this way."""
-        if min(computed, default=0) < 0:  # never from a real scorer; counted as the triples are
+        if min(computed, default=0) < 0:  # never from a real scorer; dropped as the triples are
             return self.scoring_flops_total(zip(cached, computed, steps))
         total = sum(computed)
         squares = sum(map(mul, computed, computed))

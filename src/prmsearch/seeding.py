@@ -36,31 +36,19 @@ def mix_seed_from(state: int, *values: int) -> int:
     return mixer_state(*values, state=state) >> 1
 
 
-def node_seed(state: int, node: int, serial: int) -> int:
-    """``mix_seed_from(state, node, serial)`` unrolled: the driver seeds every generation request
-    this way (a problem's state, the node expanded, how often it was expanded before), and the
-    loop and argument tuple of the general form cost particle filtering ~0.3 us a request."""
-    state = (state ^ (node & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
-    state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
-    state ^= state >> 29
-    state = (state ^ (serial & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
-    state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
-    return (state ^ (state >> 29)) >> 1
-
-
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S29, _S31, _S1 = np.uint64(29), np.uint64(31), np.uint64(1)
 
 
 def node_seeds(state: int, nodes: list[int], serials: list[int]) -> list[int]:
-    """``node_seed(state, node, serial)`` for every pair, in uint64 arithmetic that wraps as the
-    mask does: a round's requests of one problem seeded at once (Python's big ints cost about
+    """``mix_seed_from(state, node, serial)`` for every pair, in uint64 arithmetic that wraps as
+    the mask does: a round's requests of one problem seeded at once (Python's big ints cost about
     a microsecond a seed; a round of particle filtering seeds ~25 requests a problem)."""
     if len(nodes) < 16:  # numpy's per-call cost outweighs a few big-int mixes
-        return [node_seed(state, node, serial) for node, serial in zip(nodes, serials)]
+        return [mix_seed_from(state, node, serial) for node, serial in zip(nodes, serials)]
     mixed = np.array(nodes, dtype=np.uint64)
     mixed ^= np.uint64(state)
-    for value in (None, serials):  # mix the node, then the serial, as `node_seed` does
+    for value in (None, serials):  # mix the node, then the serial, as `mixer_state` does
         if value is not None:
             mixed ^= np.array(value, dtype=np.uint64)
         mixed *= _M1

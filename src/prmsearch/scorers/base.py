@@ -34,9 +34,6 @@ _new_object = object.__new__
 _set_question = ScoreRequest.question.__set__  # type: ignore[attr-defined]
 _set_steps = ScoreRequest.steps.__set__  # type: ignore[attr-defined]
 _set_token_logprobs = ScoreRequest.token_logprobs.__set__  # type: ignore[attr-defined]
-#: the slot setters of (question, steps, token_logprobs), for a hot loop that inlines
-#: `path_score_request` (the driver's write of a round's children)
-SCORE_REQUEST_SETTERS = (_set_question, _set_steps, _set_token_logprobs)
 
 
 def path_score_request(question: str, steps: tuple[str, ...]) -> ScoreRequest:

@@ -123,27 +123,14 @@ class Vote:
     best_node: int
 
 
-_new_candidate = object.__new__
-_set_group, _set_score, _set_order = (
-    getattr(Candidate, name).__set__ for name in ("group", "score", "order")
-)
-
-
 def node_candidates(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[Candidate]:
-    """The nodes as selection candidates: answer group, aggregated score, node id as the order.
-    Every finished problem's selection builds one per candidate (64 for a particle filter of
-    64), so the scores are read as one column and each candidate is built by its slots, the
-    frozen dataclass's ``__init__`` left out (the result equals the constructor's)."""
+    """The nodes as selection candidates: answer group, aggregated score, node id as the order
+    (the scores read as one column: a finished problem ranks all its candidates)."""
     groups = tree.answer_group
-    candidates = []
-    for node, score in zip(nodes, ranked_path_scores(tree, nodes, aggregation)):
-        group = groups[node]
-        candidate = _new_candidate(Candidate)
-        _set_group(candidate, None if group == NO_GROUP else int(group))
-        _set_score(candidate, score)
-        _set_order(candidate, int(node))
-        candidates.append(candidate)
-    return candidates
+    return [
+        Candidate(None if groups[node] == NO_GROUP else int(groups[node]), score, int(node))
+        for node, score in zip(nodes, ranked_path_scores(tree, nodes, aggregation))
+    ]
 
 
 def tally(tree: SearchTree, candidates: Sequence[int], aggregation: Aggregation) -> list[Vote]:

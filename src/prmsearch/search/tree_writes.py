@@ -13,13 +13,7 @@ from dataclasses import replace
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams, generation_request
-from prmsearch.scorers.base import (
-    SCORE_REQUEST_SETTERS,
-    ScoreRequest,
-    StepScores,
-    check_scores,
-    path_score_request,
-)
+from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores, path_score_request
 from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import BoundStrategy, Expand
@@ -134,15 +128,11 @@ class TreeWriter:
         question, seed_state, stop_at_step = tree.question, job.seed_state, not expand.full_solution
         add = requests.append
         nodes = [node for node, _ in expand.requests]
-        if len(set(nodes)) == len(nodes):
-            serials = [expansions.get(node, 0) for node in nodes]
-            expansions.update(zip(nodes, [serial + 1 for serial in serials]))
-        else:  # a node asked for twice in one round: its second request is its next expansion
-            serials = []
-            for node in nodes:
-                serial = expansions.get(node, 0)
-                expansions[node] = serial + 1
-                serials.append(serial)
+        serials = []  # how often each node was expanded before (a node asked for twice counts on)
+        for node in nodes:
+            serial = expansions.get(node, 0)
+            expansions[node] = serial + 1
+            serials.append(serial)
         # = mix_seed(job.seed, node, serial) for each request, a round at once
         seeds = node_seeds(seed_state, nodes, serials)
         for (node, count), seed in zip(expand.requests, seeds):
@@ -202,11 +192,9 @@ class TreeWriter:
         # decoded sample, summed by `ModelCost.generation_flops_columns` (no call per request)
         prefill_cached: list[int] = []
         prefill_computed: list[int] = []
-        decoded: list = []
+        decode_tokens: list[int] = []
         decode_prompts: list[int] = []
-        extra_tokens: list[int] = []
-        extra_prompts: list[int] = []
-        n = counted_total = counted_own = computed = cached = 0
+        n = generated = computed = cached = 0
         full_solution = expand.full_solution
         for (node, _), request, gen in zip(expand.requests, requests, gens, strict=True):
             n += request.n
@@ -221,16 +209,18 @@ class TreeWriter:
                 prefill_computed.append(recomputed)
             computed += computed_here + recomputed
             cached += cached_here
-            decoded.extend(samples)
-            decode_prompts.extend([prompt] * len(samples))
+            lengths = [len(sample.token_ids) for sample in samples]
+            decode_tokens.extend(lengths)
+            decode_prompts.extend([prompt] * len(lengths))
+            own = sum(lengths)
             counted = gen.generated_tokens
-            if counted is not None:  # the backend's own count; more than the samples hold is one more run
-                own = sum([len(sample.token_ids) for sample in samples])
-                counted_total += counted
-                counted_own += own
+            if counted is None:
+                generated += own
+            else:  # the backend's own count; more than the samples hold is one more run
+                generated += counted
                 if counted > own:
-                    extra_tokens.append(counted - own)
-                    extra_prompts.append(prompt)
+                    decode_tokens.append(counted - own)
+                    decode_prompts.append(prompt)
             if full_solution:
                 children = []
                 for sample in samples:
@@ -244,11 +234,9 @@ class TreeWriter:
             parents.extend([node] * len(samples))
             texts.extend([sample.text for sample in samples])
             sample_list.extend(samples)
-        lengths = [len(sample.token_ids) for sample in decoded]
         flops = self.policy_cost.generation_flops_columns(
-            prefill_cached, prefill_computed, lengths + extra_tokens, decode_prompts + extra_prompts
+            prefill_cached, prefill_computed, decode_tokens, decode_prompts
         )
-        generated = sum(lengths) - counted_own + counted_total
         ledger.charge_generation(
             n=n, generated=generated, computed=computed, cached=cached, flops=flops, calls=len(requests)
         )
@@ -266,7 +254,6 @@ class TreeWriter:
         )
         depth, max_depth, step, stop_on_answer = tree.depth, self.max_depth, Finish.STEP, self.stop_on_answer
         question, reads_logprobs = tree.question, self.reads_logprobs
-        new_object, (set_question, set_steps, set_token_logprobs) = object.__new__, SCORE_REQUEST_SETTERS
         paths: dict[int, tuple[str, ...]] = {}
         add_request = score_requests.append
         child = first
@@ -290,14 +277,11 @@ class TreeWriter:
                 ):
                     self.classify(job, child, sample.finish)
                 path = paths[child] = (*steps, text)
-                if reads_logprobs:
-                    add_request(self.score_request(tree, path, child))
-                else:  # = path_score_request(question, path), inlined: one per node
-                    score_request = new_object(ScoreRequest)
-                    set_question(score_request, question)
-                    set_steps(score_request, path)
-                    set_token_logprobs(score_request, None)
-                    add_request(score_request)
+                add_request(
+                    self.score_request(tree, path, child)
+                    if reads_logprobs
+                    else path_score_request(question, path)
+                )
                 child += 1
             reply.append(list(range(start, child)))
         job.paths = paths  # the next round expands these nodes, mostly: no walk up the tree
