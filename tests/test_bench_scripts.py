@@ -250,3 +250,15 @@ def test_real_model_table_reads_the_stored_rows_and_keeps_partial_cells_out(tmp_
         if line.startswith("- "):
             assert " of 100 rows, " in line
     assert plot.stat().st_size > 10_000
+
+
+def test_beam_work_counts_prmsearch_beam_steps_on_the_stand_in_policy():
+    proc = run_script("peers_real/beam_work.py", "--lib", "prmsearch", "--problems", "20", threads=False)
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert row["lib"] == "prmsearch" and row["problems"] == 20
+    # budget 16: at least the first round's 16 steps a problem, at most 16 rounds of 16
+    assert 16 <= row["steps_per_problem"] <= 16 * 16
+    assert 20 * row["steps_per_problem"] <= row["tokens_per_problem"] <= 90 * row["steps_per_problem"]
+    assert 1 <= row["chosen_path_steps"] <= 16
+    again = run_script("peers_real/beam_work.py", "--lib", "prmsearch", "--problems", "20", threads=False)
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == row  # the stand-in policy is seeded
