@@ -43,6 +43,18 @@ def verifier_of(config: dict[str, Any]) -> str:
     return model or family or "-"
 
 
+def variant(strategy: str, options: dict[str, dict[str, Any]] | None) -> str:
+    """``strategy`` with the options a folder set beyond the headline's convention (the last
+    step's score as the path score), e.g. ``beam (distinct)`` or ``beam (aggregation=min)``, so a
+    variant run is a row of its own and never stands in for the plain one."""
+    own = {k: v for k, v in ((options or {}).get(strategy) or {}).items()
+           if not (k == "aggregation" and v == "last")}
+    if not own:
+        return strategy
+    parts = [k if v is True else f"{k}={v}" for k, v in sorted(own.items())]
+    return f"{strategy} ({', '.join(parts)})"
+
+
 def read_cells(folders: list[Path]) -> tuple[dict[Cell, list[dict]], dict[Cell, Path]]:
     """Rows per cell over ``folders``, each cell from the folder that holds most of its rows."""
     best: dict[Cell, list[dict]] = {}
@@ -53,7 +65,8 @@ def read_cells(folders: list[Path]) -> tuple[dict[Cell, list[dict]], dict[Cell, 
         cells: dict[Cell, list[dict]] = defaultdict(list)
         for row in ResultsFolder(folder).rows():
             name = "-" if row["strategy"] in UNSCORED else verifier
-            cells[(name, row["strategy"], int(row["budget"]), int(row["seed"]))].append(row)
+            strategy = variant(row["strategy"], config.get("options"))
+            cells[(name, strategy, int(row["budget"]), int(row["seed"]))].append(row)
         for cell, rows in cells.items():
             if len(rows) > len(best.get(cell, ())):
                 best[cell], source[cell] = rows, folder
