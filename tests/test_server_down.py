@@ -145,7 +145,7 @@ def test_cli_bench_stops_on_a_dead_server_and_says_how_to_continue(tmp_path, cap
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     assert "3 problems in a row failed with a connection error" in captured.err
-    assert "the server looks down" in captured.err
+    assert "the backend looks down" in captured.err
     assert f"`prmsearch bench --resume --retry-errors --out {tmp_path}`" in captured.err
     missing = json.loads(captured.out)["missing"]
     assert [(m["strategy"], m["budget"], m["seed"]) for m in missing] == [("beam", 4, 0)]
@@ -219,3 +219,30 @@ def test_a_closed_port_is_a_connection_error(tmp_path):
     with pytest.raises(ServerDownError):
         _sweep(tmp_path, policy, scorer, config)
     assert len(list(ResultsFolder(tmp_path).rows())) == 2
+
+
+class EngineDeadError(RuntimeError):
+    """Stands in for vLLM's exception of that name (its engine core process exited)."""
+
+
+def test_a_dead_in_process_engine_counts_as_a_backend_that_is_down(tmp_path):
+    assert failure_kind(EngineDeadError("EngineCore encountered an issue")) == "server"
+    assert is_connection_error(failure_kind(EngineDeadError("x")))
+    policy, scorer = synthetic_backends(depth=2)
+
+    class DeadEngine(DyingPolicy):
+        def generate(self, requests):
+            self.calls += 1
+            if self.calls > self.alive:
+                self.dead_calls += 1
+                raise EngineDeadError("EngineCore encountered an issue. See stack trace (above)")
+            return self.policy.generate(requests)
+
+    dying = DeadEngine(policy, alive=2)
+    config = SweepConfig(strategies=("beam",), budgets=(4,), chunk=2, max_consecutive_failures=4)
+    with pytest.raises(ServerDownError, match="a dead engine") as info:
+        _sweep(tmp_path, dying, scorer, config)
+    assert "EngineDeadError" in info.value.last_error
+    rows = list(ResultsFolder(tmp_path).rows())
+    assert len(rows) < len(PROBLEMS)  # stopped: the rest wait for a resume with --retry-errors
+    assert {r["error_kind"] for r in rows if r["error"]} == {"server"}

@@ -3,7 +3,8 @@
 Every backend raises one of these (or a subclass of its own), and everything above reads the
 failure's ``kind`` from its type, never from its message: the driver fails a whole batch at once
 for an unreachable backend, a result row records ``error_kind``, a sweep stops after a run of
-connection failures, and the server answers a too-long question with a 400. Two of them are also
+connection failures (or of a dead in-process engine: vLLM's ``EngineDeadError`` is read as
+``server``), and the server answers a too-long question with a 400. Two of them are also
 ``ValueError``s, so that code catching bad input keeps catching them.
 
 | type | ``kind`` | meaning |
@@ -81,10 +82,16 @@ _LIBRARY_CONNECTION_TYPES = frozenset({
 })
 
 
+#: exception class names of in-process engines that mean the engine itself has died (vLLM's
+#: engine core process exited): every later request fails the same way, as with a dead server
+_ENGINE_DEAD_TYPES = frozenset({"EngineDeadError"})
+
+
 def failure_kind(exc: BaseException) -> str:
     """The ``kind`` of a backend failure, from the exception's type: a `BackendError`'s own;
     ``unreachable`` or ``timeout`` for the standard library's connection errors and the client
-    libraries' (by class name); else ``error``."""
+    libraries' (by class name); ``server`` for an in-process engine that died (by class name,
+    as a crashed server's); else ``error``."""
     if isinstance(exc, BackendError):
         return exc.kind
     if isinstance(exc, TimeoutError):
@@ -94,6 +101,8 @@ def failure_kind(exc: BaseException) -> str:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & _LIBRARY_CONNECTION_TYPES:
         return "timeout" if any("Timeout" in name for name in names) else "unreachable"
+    if names & _ENGINE_DEAD_TYPES:
+        return "server"
     return "error"
 
 

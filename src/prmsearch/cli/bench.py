@@ -406,9 +406,10 @@ def _run_bench(args: argparse.Namespace, config, backends, ray_backends=None) ->
     if stopped is not None:
         print(
             f"prmsearch bench: stopped: {stopped.failures} problems in a row failed with a connection error "
-            f"(the last: {_one_line(stopped.last_error, 300)}); the server looks down, so the remaining "
-            "problems were not run. When it is back, `prmsearch bench --resume --retry-errors --out "
-            f"{folder.path}` (with the same other flags) continues.",
+            f"or a dead engine (the last: {_one_line(stopped.last_error, 300)}); the backend looks down, so "
+            "the remaining problems were not run. When it is back (a server restarted; an in-process "
+            "engine that died starts again with the next command), `prmsearch bench --resume "
+            f"--retry-errors --out {folder.path}` (with the same other flags) continues.",
             file=sys.stderr,
         )
     if summary["missing"]:
@@ -471,8 +472,9 @@ def _add_bench(sub) -> None:
         type=int_at_least(0),
         default=8,
         metavar="K",
-        help="stop once K problems in a row failed with a connection error (the server looks down) "
-        "instead of spending every remaining problem's retries; 0 never stops (default: 8)",
+        help="stop once K problems in a row failed with a connection error or a dead engine (the "
+        "backend looks down) instead of spending every remaining problem's retries; 0 never stops "
+        "(default: 8)",
     )
     bench.add_argument(
         "--overlap",

@@ -64,7 +64,7 @@ class SweepConfig:
             rows from its candidates (exact rows and costs; wall time not measured; see
             :mod:`prmsearch.benchmarks.sweeps.siblings`). Every budget is a real run.
         max_consecutive_failures: stop the sweep once this many problems in a row ended in a
-            connection-type error (the server looks down; see
+            connection-type error or a dead in-process engine (the backend looks down; see
             :func:`prmsearch.benchmarks.sweeps.sweep.is_connection_error`) instead of spending the
             retries of every remaining problem; 0 never stops. Operational, so not recorded in
             the manifest: a resume may change it.

@@ -12,8 +12,8 @@ Every problem of every cell ends with exactly one row: a search that failed gets
 problems whose row has an error, and the new row replaces the old one (see
 :mod:`prmsearch.benchmarks.sweeps.results` for why that is safe to kill at any moment).
 
-A dead server: once ``config.max_consecutive_failures`` problems in a row ended in a
-connection-type error (:func:`is_connection_error`), the sweep stops with
+A dead server (or a dead in-process engine): once ``config.max_consecutive_failures`` problems
+in a row ended in a connection-type error (:func:`is_connection_error`), the sweep stops with
 :class:`ServerDownError` rather than spending the retries of every remaining problem; the
 problems not yet run have no row, and a resume with ``retry_errors`` continues.
 """
@@ -84,8 +84,9 @@ class ServerDownError(RuntimeError):
 
     def __init__(self, folder: Path, failures: int, last_error: str) -> None:
         super().__init__(
-            f"{failures} problems in a row failed with a connection error (the last: "
-            f"{last_error[:300]}); the server looks down, so the sweep stopped. When it is back, "
+            f"{failures} problems in a row failed with a connection error or a dead engine (the "
+            f"last: {last_error[:300]}); the backend looks down, so the sweep stopped. When it is "
+            f"back (a server restarted, or a new process for an engine that died), "
             f"run_sweep(..., resume=True, retry_errors=True) on {folder} continues."
         )
         self.folder = folder
