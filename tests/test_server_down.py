@@ -41,7 +41,7 @@ class DyingPolicy:
     server's, by default one that does not say the server is unreachable) until ``revive``;
     counts the calls it got while dead."""
 
-    def __init__(self, policy, alive: int, error: type[ServerError] = ServerError) -> None:
+    def __init__(self, policy, alive: int, error: type[Exception] = ServerError) -> None:
         self.policy, self.alive, self.calls, self.dead_calls = policy, alive, 0, 0
         self.error = error
 
@@ -229,16 +229,7 @@ def test_a_dead_in_process_engine_counts_as_a_backend_that_is_down(tmp_path):
     assert failure_kind(EngineDeadError("EngineCore encountered an issue")) == "server"
     assert is_connection_error(failure_kind(EngineDeadError("x")))
     policy, scorer = synthetic_backends(depth=2)
-
-    class DeadEngine(DyingPolicy):
-        def generate(self, requests):
-            self.calls += 1
-            if self.calls > self.alive:
-                self.dead_calls += 1
-                raise EngineDeadError("EngineCore encountered an issue. See stack trace (above)")
-            return self.policy.generate(requests)
-
-    dying = DeadEngine(policy, alive=2)
+    dying = DyingPolicy(policy, alive=2, error=EngineDeadError)
     config = SweepConfig(strategies=("beam",), budgets=(4,), chunk=2, max_consecutive_failures=4)
     with pytest.raises(ServerDownError, match="a dead engine") as info:
         _sweep(tmp_path, dying, scorer, config)

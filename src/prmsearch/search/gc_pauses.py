@@ -10,8 +10,8 @@ from contextlib import contextmanager
 #: allocations between collections of the youngest generation while a driver runs (CPython: 700).
 #: A lock-step round keeps its requests, replies and score requests alive until it ends (about
 #: three objects a node); a threshold above one round's worth lets most of them die before a
-#: collection walks them: at 1,000 problems of 64 nodes a round, 200,000 took CPU per node from
-#: 9.0-9.3 to 7.2-7.4 us (particle filtering) and 6.4 to 5.4 us (beam) against 50,000. A search
+#: collection walks them: at 1,000 problems of 64 nodes a round, 200,000 took the time spent in
+#: the collector from 1.58 to 0.09 us a node (particle filtering; docs/performance.md). A search
 #: leaves no cyclic garbage (reference counting frees all of it; tested), so collecting less often
 #: holds no memory longer
 GC_THRESHOLD = 200_000
