@@ -16,6 +16,7 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
+from prmsearch.engines.backend_pair import load_together, start_together
 from prmsearch.policies.base import POLICIES, SamplingParams
 from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
 
@@ -316,15 +317,23 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     """A Searcher from parsed search flags (cheap checks first, then the models load)."""
     sampling = sampling_from_flags(args)
     strategy = strategy_from_flags(args)
-    policy = load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
     prm_url = getattr(args, "prm_url", None)
+
+    def policy():
+        return load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
+
     if reads_no_scores([strategy], args.prm, args.prm_family, prm_url):
         from prmsearch.scorers.base import NoScorer
 
-        scorer = NoScorer()  # greedy, self-consistency: no PRM to load
-    else:
-        scorer = load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
-                             kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
+        return Searcher(policy(), NoScorer(), strategy, sampling=sampling, max_depth=args.max_depth,
+                        seed=args.seed)  # greedy, self-consistency: no PRM to load
+
+    def scorer():
+        return load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
+                           kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
+
+    together = start_together(args.policy_backend, getattr(args, "prm_backend", None))
+    policy, scorer = load_together(policy, scorer, concurrent=together)  # engines/backend_pair.py
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 

@@ -38,6 +38,7 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
+from prmsearch.engines.backend_pair import load_together, start_together
 from prmsearch.scorers.base import NoScorer
 from prmsearch.search.protocol import as_strategy, strategy_spec
 
@@ -166,12 +167,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = bench_config(args)
 
     def backends():
-        policy = load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
+        def policy():
+            return load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
+
         strategies = [as_strategy(name, {}) for name in config.strategies]
         if reads_no_scores(strategies, config.prm, config.prm_family, args.prm_url):
-            return policy, NoScorer()  # greedy, self-consistency: no PRM to load
-        return policy, load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
-                                   kwargs=config.prm_args, backend=config.prm_backend)
+            return policy(), NoScorer()  # greedy, self-consistency: no PRM to load
+        return load_together(policy, lambda: load_scorer(
+            config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
+            kwargs=config.prm_args, backend=config.prm_backend),
+            concurrent=start_together(config.policy_backend, config.prm_backend))
 
     return _run_bench(args, config, backends)
 

@@ -14,6 +14,7 @@ import sys
 
 from prmsearch.cli.backends import add_backend_arguments, add_strategy_arguments, build_searcher, set_threads
 from prmsearch.cli.errors import FlagError, flag_context
+from prmsearch.engines.backend_pair import close_together
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
 
@@ -99,7 +100,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     searcher = build_searcher(args)
     quiet = args.json or args.quiet
-    result = search_with_progress(searcher, args.question, None if quiet else PROGRESS_EVERY_S)
+    try:
+        result = search_with_progress(searcher, args.question, None if quiet else PROGRESS_EVERY_S)
+        print_result(args, result)
+    finally:
+        close_together(searcher.policy, searcher.scorer)  # engines stop together, not one by one at exit
+    return 1 if result.error else 0
+
+
+def print_result(args: argparse.Namespace, result) -> None:
+    """The solved question as ``solve`` prints it: JSON, or steps with scores, answer and cost."""
     if args.tree not in (None, TREE_IN_JSON):
         write_tree_file(result, args.tree)
     if args.json:
@@ -119,7 +129,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
         if result.error:
             print(f"error: {result.error}", file=sys.stderr)
-    return 1 if result.error else 0
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:

@@ -131,8 +131,12 @@ class Recipe:
         return resolve_scorer(self.prm.model, self.prm.family, self.prm.backend, **self.prm.args)
 
     def build_backends(self):
-        """``(policy, scorer)``; the policy first, so GPU memory shares apply in that order."""
-        return self.build_policy(), self.build_scorer()
+        """``(policy, scorer)``, loaded at the same time on a CPU (two vLLM engines start in about
+        the time of one); on a GPU the policy first, so GPU memory shares apply in that order."""
+        from prmsearch.engines.backend_pair import load_together, start_together
+
+        together = start_together(self.policy.backend, self.prm.backend)
+        return load_together(self.build_policy, self.build_scorer, concurrent=together)
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""Loading the policy and the PRM at the same time where that saves minutes.
+
+On a CPU, a vLLM engine's start is mostly single-threaded work in processes of its own (each
+engine process and its worker import torch and vLLM again, then read the weights), so two engines
+started one after the other leave a core idle for a minute or more; started together they take
+about the time of the slower one. On a GPU the engines are built one after the other, as before:
+vLLM sizes each engine's memory from what the device has free when it starts, so a second engine
+must start after the first has taken its share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+def cuda_visible() -> bool:
+    """Whether torch sees a CUDA device (False where torch is not installed)."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def start_together(policy_backend: str | None, prm_backend: str | None) -> bool:
+    """Whether a policy and a PRM on these backends load at the same time: where one of them is a
+    vLLM engine (whose start is minutes of mostly single-threaded work) and no CUDA device is
+    visible."""
+    return "vllm" in (policy_backend, prm_backend) and not cuda_visible()
+
+
+#: Names whose first use imports a submodule of a lazily importing package; resolved once, in one
+#: thread, before two loads start (two threads resolving the same lazy name at once can see the
+#: submodule half imported: ``cannot import name 'AutoTokenizer' from 'transformers'``).
+LAZY_NAMES = {
+    "transformers": ("AutoConfig", "AutoTokenizer", "PreTrainedTokenizerBase", "AutoModelForCausalLM",
+                     "AutoModelForTokenClassification", "AutoModel"),
+    "vllm": ("LLM", "SamplingParams"),
+}
+
+
+def resolve_lazy_imports(packages: tuple[str, ...] = tuple(LAZY_NAMES)) -> None:
+    """Import ``packages`` (those installed) and resolve their lazy names in this thread."""
+    for package in packages:
+        if importlib.util.find_spec(package) is None:
+            continue
+        module = importlib.import_module(package)
+        for name in LAZY_NAMES.get(package, ()):
+            with contextlib.suppress(Exception):  # a name this version lacks is not needed here
+                getattr(module, name)
+
+
+def close_quietly(backend: object) -> None:
+    """Release ``backend``'s engine (its ``close()``, where it has one), ignoring any error: it is
+    called while another error is on its way to the caller."""
+    close = getattr(backend, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):  # the caller's own error is the one to report
+            close()
+
+
+def load_together(first: Callable[[], A], second: Callable[[], B], *, concurrent: bool) -> tuple[A, B]:
+    """``(first(), second())``, the two run in two threads when ``concurrent`` (see
+    `start_together`), after the lazy names of transformers and vLLM are resolved in this thread.
+
+    Errors are those of the sequential order: when ``first`` fails its error is raised (and a
+    loaded second backend is closed); when only ``second`` fails, the first backend is closed and
+    ``second``'s error raised, so no engine process outlives a failed load.
+    """
+    if not concurrent:
+        one = first()
+        try:
+            return one, second()
+        except BaseException:
+            close_quietly(one)
+            raise
+    resolve_lazy_imports()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prmsearch-load") as pool:
+        first_future, second_future = pool.submit(first), pool.submit(second)
+        first_error, second_error = first_future.exception(), second_future.exception()
+    if first_error is not None:
+        if second_error is None:
+            close_quietly(second_future.result())
+        raise first_error
+    if second_error is not None:
+        close_quietly(first_future.result())
+        raise second_error
+    return first_future.result(), second_future.result()
+
+
+def close_together(*backends: object) -> None:
+    """Close ``backends`` at the same time (each vLLM engine's shutdown waits up to 5 s for its
+    processes to stop; at interpreter exit they are stopped one after the other)."""
+    closable = [b for b in backends if callable(getattr(b, "close", None))]
+    if len(closable) < 2:
+        for backend in closable:
+            close_quietly(backend)
+        return
+    with ThreadPoolExecutor(max_workers=len(closable), thread_name_prefix="prmsearch-close") as pool:
+        list(pool.map(close_quietly, closable))
