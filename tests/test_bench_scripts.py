@@ -262,3 +262,14 @@ def test_beam_work_counts_prmsearch_beam_steps_on_the_stand_in_policy():
     assert 1 <= row["chosen_path_steps"] <= 16
     again = run_script("peers_real/beam_work.py", "--lib", "prmsearch", "--problems", "20", threads=False)
     assert json.loads(again.stdout.strip().splitlines()[-1]) == row  # the stand-in policy is seeded
+
+
+def test_solve_phases_times_each_phase_of_a_search(tmp_path):
+    out = tmp_path / "phases.json"
+    proc = run_script("solve_phases.py", "--policy", "embedded", "--prm", "embedded", "--problems", "2",
+                      "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    assert {"imports", "load one by one", "search", "close", "total"} <= set(figures)
+    assert figures["total"] >= figures["search"] > 0
+    assert len(figures["answers"]) == 2 and figures["generated_tokens"] > 0
