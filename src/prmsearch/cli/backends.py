@@ -319,21 +319,20 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     strategy = strategy_from_flags(args)
     prm_url = getattr(args, "prm_url", None)
 
-    def policy():
+    def open_policy():
         return load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
+
+    def open_scorer():
+        return load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
+                           kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
 
     if reads_no_scores([strategy], args.prm, args.prm_family, prm_url):
         from prmsearch.scorers.base import NoScorer
 
-        return Searcher(policy(), NoScorer(), strategy, sampling=sampling, max_depth=args.max_depth,
-                        seed=args.seed)  # greedy, self-consistency: no PRM to load
-
-    def scorer():
-        return load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
-                           kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
-
-    together = start_together(args.policy_backend, getattr(args, "prm_backend", None))
-    policy, scorer = load_together(policy, scorer, concurrent=together)  # engines/backend_pair.py
+        policy, scorer = open_policy(), NoScorer()  # greedy, self-consistency: no PRM to load
+    else:
+        together = start_together(args.policy_backend, getattr(args, "prm_backend", None))
+        policy, scorer = load_together(open_policy, open_scorer, concurrent=together)
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 
 

@@ -167,16 +167,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = bench_config(args)
 
     def backends():
-        def policy():
+        def open_policy():
             return load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
+
+        def open_scorer():
+            return load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
+                               kwargs=config.prm_args, backend=config.prm_backend)
 
         strategies = [as_strategy(name, {}) for name in config.strategies]
         if reads_no_scores(strategies, config.prm, config.prm_family, args.prm_url):
-            return policy(), NoScorer()  # greedy, self-consistency: no PRM to load
-        return load_together(policy, lambda: load_scorer(
-            config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
-            kwargs=config.prm_args, backend=config.prm_backend),
-            concurrent=start_together(config.policy_backend, config.prm_backend))
+            return open_policy(), NoScorer()  # greedy, self-consistency: no PRM to load
+        together = start_together(config.policy_backend, config.prm_backend)
+        return load_together(open_policy, open_scorer, concurrent=together)
 
     return _run_bench(args, config, backends)
 

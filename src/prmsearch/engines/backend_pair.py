@@ -16,24 +16,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from prmsearch.engines.vllm_engine import on_gpu
+
 A = TypeVar("A")
 B = TypeVar("B")
-
-
-def cuda_visible() -> bool:
-    """Whether torch sees a CUDA device (False where torch is not installed)."""
-    if importlib.util.find_spec("torch") is None:
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
 
 
 def start_together(policy_backend: str | None, prm_backend: str | None) -> bool:
     """Whether a policy and a PRM on these backends load at the same time: where one of them is a
     vLLM engine (whose start is minutes of mostly single-threaded work) and no CUDA device is
-    visible."""
-    return "vllm" in (policy_backend, prm_backend) and not cuda_visible()
+    visible (vLLM brings torch, so the check imports nothing that the load would not)."""
+    return "vllm" in (policy_backend, prm_backend) and not on_gpu()
 
 
 #: Names whose first use imports a submodule of a lazily importing package; resolved once, in one
@@ -46,13 +39,13 @@ LAZY_NAMES = {
 }
 
 
-def resolve_lazy_imports(packages: tuple[str, ...] = tuple(LAZY_NAMES)) -> None:
-    """Import ``packages`` (those installed) and resolve their lazy names in this thread."""
-    for package in packages:
+def resolve_lazy_imports() -> None:
+    """Import the packages of `LAZY_NAMES` (those installed) and resolve their lazy names here."""
+    for package, names in LAZY_NAMES.items():
         if importlib.util.find_spec(package) is None:
             continue
         module = importlib.import_module(package)
-        for name in LAZY_NAMES.get(package, ()):
+        for name in names:
             with contextlib.suppress(Exception):  # a name this version lacks is not needed here
                 getattr(module, name)
 
@@ -99,9 +92,5 @@ def close_together(*backends: object) -> None:
     """Close ``backends`` at the same time (each vLLM engine's shutdown waits up to 5 s for its
     processes to stop; at interpreter exit they are stopped one after the other)."""
     closable = [b for b in backends if callable(getattr(b, "close", None))]
-    if len(closable) < 2:
-        for backend in closable:
-            close_quietly(backend)
-        return
-    with ThreadPoolExecutor(max_workers=len(closable), thread_name_prefix="prmsearch-close") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(closable)), thread_name_prefix="prmsearch-close") as pool:
         list(pool.map(close_quietly, closable))
