@@ -125,6 +125,36 @@ def test_which_schedule_runs():
     assert not Driver(parallel, scorer, RunConfig(schedule="rounds")).asynchronous(5)
 
 
+class HostCPUPolicy(ParallelPolicy):
+    """A parallel policy that says its model computes on this machine's CPU (an in-process vLLM
+    engine without a GPU)."""
+
+    computes_on_host_cpu = True
+
+
+class HostCPUScorer(ScriptedScorer):
+    """A scorer that says its model computes on this machine's CPU."""
+
+    computes_on_host_cpu = True
+
+
+def test_auto_keeps_rounds_when_policy_and_scorer_share_the_host_cpu():
+    policy = HostCPUPolicy(synthetic_script())
+    cpu_scorer = HostCPUScorer(synthetic_scores)
+    assert not Driver(policy, cpu_scorer).asynchronous(5)
+    # only where both compute here: a free scorer (or one elsewhere) keeps the overlap
+    assert Driver(policy, ScriptedScorer(synthetic_scores)).asynchronous(5)
+    assert Driver(ParallelPolicy(synthetic_script()), cpu_scorer).asynchronous(5)
+    # an explicit choice wins
+    assert Driver(policy, cpu_scorer, RunConfig(schedule="async")).asynchronous(5)
+    assert Driver(policy, cpu_scorer, RunConfig(overlap=2)).asynchronous(5)
+    # and the searches are the same either way
+    lock = Searcher(policy, cpu_scorer, "beam", n=8, width=2).run(QUESTIONS)
+    flowing = Searcher(policy, cpu_scorer, "beam", n=8, width=2, schedule="async").run(QUESTIONS)
+    for a, b in zip(lock, flowing, strict=True):
+        _same(a, b)
+
+
 # ------------------------------------------------------------------------------------ sessions
 class GatedPolicy(ScriptedPolicy):
     """A batching policy whose first call waits until the test opens the gate, logging the

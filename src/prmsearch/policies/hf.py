@@ -215,6 +215,12 @@ class HFPolicy:
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
 
     @property
+    def computes_on_host_cpu(self) -> bool:
+        """Whether the model runs on this machine's CPU (the driver's ``auto`` schedule keeps
+        two such backends in lock-step rounds rather than computing at once)."""
+        return self.device.type == "cpu"
+
+    @property
     def num_parameters(self) -> int:
         """Parameter count, for the FLOP estimate."""
         return self._num_parameters

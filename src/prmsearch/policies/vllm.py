@@ -45,6 +45,7 @@ from prmsearch.engines.vllm_engine import (
     engine_config,
     max_model_len,
     model_folder,
+    on_gpu,
     read_config,
     safetensors_parameters,
     shutdown_llm,
@@ -135,6 +136,13 @@ class VLLMPolicy:
     def num_parameters(self) -> int:
         """Parameter count (from the checkpoint headers), for the FLOP estimate."""
         return self._num_parameters
+
+    @property
+    def computes_on_host_cpu(self) -> bool:
+        """Whether the engine computes on this machine's CPU (no CUDA device): the driver's
+        ``auto`` schedule keeps two such backends in lock-step rounds, since two engines on the
+        same cores only slow each other down."""
+        return not on_gpu()
 
     @property
     def parallel_calls(self) -> bool:

@@ -128,6 +128,12 @@ class PolicyConfidenceScorer:
         self.cost = module_cost(self.model, self.model.config, logits_everywhere=True)
 
     @property
+    def computes_on_host_cpu(self) -> bool:
+        """Whether the model runs on this machine's CPU (the driver's ``auto`` schedule keeps
+        two such backends in lock-step rounds rather than computing at once)."""
+        return self.device.type == "cpu"
+
+    @property
     def num_parameters(self) -> int:
         return self._parameters
 

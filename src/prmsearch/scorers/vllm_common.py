@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prmsearch.engines.vllm_engine import VLLMEngineConfig, shutdown_llm
+from prmsearch.engines.vllm_engine import VLLMEngineConfig, on_gpu, shutdown_llm
 from prmsearch.scorers.base import ScoreRequest
 from prmsearch.scorers.formats import make_format
 from prmsearch.scorers.score_cache import StepScoreCache
@@ -38,6 +38,13 @@ class InProcessVLLMScorer:
         self.format = make_format(family, tokenizer, **(format_options or {}))
         self.tokenizer = tokenizer
         self._cache = StepScoreCache(score_cache_entries)
+
+    @property
+    def computes_on_host_cpu(self) -> bool:
+        """Whether the engine computes on this machine's CPU (no CUDA device): the driver's
+        ``auto`` schedule keeps two such backends in lock-step rounds, since two engines on the
+        same cores only slow each other down."""
+        return not on_gpu()
 
     @property
     def num_parameters(self) -> int:

@@ -70,7 +70,9 @@ class RunConfig:
             are their own policy call when the policy takes parallel calls (the HTTP server
             backends), else they join whatever else waits whenever the policy is free, and the
             PRM scores whatever waits whenever it is free, so the two backends work at once.
-            ``"auto"`` (default): async when the policy takes parallel calls, else rounds.
+            ``"auto"`` (default): async when the policy takes parallel calls, else rounds; also
+            rounds when the policy and the PRM both compute on this machine's CPU (their
+            ``computes_on_host_cpu``), where working at once only slows both.
         overlap: start the problems in ``overlap`` groups that take turns, so that the PRM scores
             one group's new steps while the policy generates another's (1: one group; more than
             1 implies the async schedule for batching backends).
@@ -193,7 +195,7 @@ class Driver:
         schedule = self.config.schedule
         if schedule == "async" or self.overlap_groups(problems) > 1 or self.config.max_batch is not None:
             return True
-        return schedule == "auto" and self.calls.parallel
+        return schedule == "auto" and self.calls.parallel and not self.calls.share_host_cpu
 
     def overlap_groups(self, jobs: int) -> int:
         """How many groups take turns (1 = all at once): never more than there are problems,
