@@ -69,7 +69,7 @@ def main():
         runs = r.get("runs") or [r]
         accs = [accuracy(x, golds[: x["problems"]]) for x in runs]
         acc = " / ".join(f"{ok}/{n} ({ok / max(1, n):.0%})" for ok, n in accs)
-        pps = "; ".join(f"{x['problems_per_s']:.3f}" for x in runs)
+        pps = "; ".join(f"{x['problems_per_s']:.4f}" for x in runs)
         ratio = "; ".join(f"{x['ratio']:.2f}" if x.get("ratio") is not None else "-" for x in runs)
         verifier = vname if vname == "zero-cost" else f"PRM {os.path.basename(str(r['prm']).rstrip('/'))}"
         tokens = "; ".join(f"{x['gen_tokens']:,}" for x in runs)
