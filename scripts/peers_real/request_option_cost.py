@@ -10,30 +10,16 @@ only; start the server first (``serve_vllm_cpu.sh start``) and write the problem
 ``sbs_problems.py``.
 
     python request_option_cost.py --option seed --base-url http://127.0.0.1:18441/v1 \
-        --problems-json /work/runs/peers-real/s32/problems.json --problems 4 --n 16 \
+        --problems-json /work/runs/s32/problems.json --problems 4 --n 16 \
         --tokens 200 --repeats 2
 """
 import argparse
 import json
 import statistics
-import time
 
 import sbs_common as C
 
 OPTIONS = {"logprobs": {"logprobs": 0}, "seed": {"seed": 0}}
-
-
-def one_call(base_url, model, prompts, n, tokens, temperature, extra):
-    """Seconds and completion tokens of one rectangular call with the ``extra`` body fields."""
-    body = dict(model=model, prompt=list(prompts), n=n, max_tokens=tokens, min_tokens=tokens,
-                ignore_eos=True, temperature=temperature, add_special_tokens=False, **extra)
-    C.wait_idle(base_url)
-    if not C.reset_prefix_cache(base_url):
-        raise SystemExit("the server refused POST /reset_prefix_cache: start it with "
-                         "VLLM_SERVER_DEV_MODE=1 (serve_vllm_cpu.sh does)")
-    t0 = time.perf_counter()
-    resp = C._post_json(base_url.rstrip("/") + "/completions", body, timeout=3600)
-    return time.perf_counter() - t0, int(resp["usage"]["completion_tokens"])
 
 
 def main():
@@ -63,13 +49,17 @@ def main():
         ap.error(f"--base-fields must be a JSON object, got {a.base_fields!r}")
     problems, _ = C.load_problems(a.problems_json, a.problems)
     prompts = [p["prompt"] for p in problems]
+    if not C.reset_prefix_cache(a.base_url):
+        raise SystemExit("the server refused POST /reset_prefix_cache: start it with "
+                         "VLLM_SERVER_DEV_MODE=1 (serve_vllm_cpu.sh does)")
     rates = {False: [], True: []}
     for rep in range(a.repeats):
         order = (False, True) if rep % 2 == 0 else (True, False)
         for sent in order:
             extra = {**base, **OPTIONS[a.option]} if sent else dict(base)
-            seconds, toks = one_call(a.base_url, a.model_name, prompts, a.n, a.tokens,
-                                     a.temperature, extra)
+            call = C.raw_engine(a.base_url, a.model_name, prompts, a.n,
+                                len(prompts) * a.n * a.tokens, a.temperature, extra=extra)
+            seconds, toks = call["raw_wall_s"], call["raw_gen_tokens"]
             rates[sent].append(toks / seconds)
             print(json.dumps(dict(repeat=rep, option=a.option, sent=sent,
                                   seconds=round(seconds, 2), tokens=toks,

@@ -185,12 +185,14 @@ def render_check(base_url, model, reference_text, messages, flags, label):
     return out
 
 
-def raw_engine(base_url, model, prompts, budget, tokens_target, temperature, server_pid=None):
+def raw_engine(base_url, model, prompts, budget, tokens_target, temperature, server_pid=None,
+               extra=None):
     """ONE /v1/completions request: every prompt, n=budget, exactly L tokens per sample, with L
-    chosen so the total matches tokens_target. Prefix cache reset first."""
+    chosen so the total matches tokens_target (``extra``: more body fields, such as a seed).
+    Prefix cache reset first."""
     L = max(1, round(tokens_target / (len(prompts) * budget)))
     body = dict(model=model, prompt=list(prompts), n=budget, max_tokens=L, min_tokens=L,
-                ignore_eos=True, temperature=temperature, add_special_tokens=False)
+                ignore_eos=True, temperature=temperature, add_special_tokens=False, **(extra or {}))
     waited = wait_idle(base_url)
     reset_prefix_cache(base_url)
     m0 = read_metrics(base_url)
