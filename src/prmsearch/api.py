@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.answers import AnswerMatcher
+from prmsearch.engines.backend_pair import close_together
 from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
 from prmsearch.scorers import backend_scorer
 from prmsearch.scorers.base import SCORERS, NoScorer, Scorer, make_scorer
@@ -156,8 +157,11 @@ class Searcher:
 
     Example::
 
-        searcher = Searcher(policy, scorer, "beam", n=16, width=4)
-        results = searcher.run(["What is 2+3?", "What is 7*6?"])   # one batched search
+        with Searcher(policy, scorer, "beam", n=16, width=4) as searcher:
+            results = searcher.run(["What is 2+3?", "What is 7*6?"])   # one batched search
+
+    The ``with`` block (or :meth:`close`) closes the policy and the scorer at its end, however it
+    ends: an engine's processes never outlive the searcher that was closed.
     """
 
     def __init__(
@@ -235,6 +239,17 @@ class Searcher:
         """Search one question."""
         return self.run([question])[0]
 
+    def close(self) -> None:
+        """Close the policy and the scorer (their engines' processes, their HTTP pools), both at
+        once; the searcher cannot search afterwards."""
+        close_together(self.policy, self.scorer)
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def session(self) -> SearchSession:
         """An open search that questions join as they come (a server's, or a caller's that gets
         questions one at a time): concurrent questions share the backends' batches.
@@ -249,7 +264,9 @@ class Searcher:
 
 
 class SearchSession:
-    """A `Searcher`'s open search (see `Searcher.session`); close it, or use it in ``with``."""
+    """A `Searcher`'s open search (see `Searcher.session`); close it, or use it in ``with``: a block
+    that ends normally waits for the questions submitted in it, one left by an error (Ctrl-C,
+    SIGTERM) drops them."""
 
     def __init__(self, searcher: Searcher) -> None:
         self.searcher = searcher
@@ -259,8 +276,8 @@ class SearchSession:
     def __enter__(self) -> SearchSession:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._session.__exit__(exc_type, *exc)  # on an error, the submitted questions are dropped
 
     @property
     def pending(self) -> int:
@@ -321,7 +338,9 @@ def solve(
     """Solve one question with search and return the answer, path, step scores, tree and ledger.
 
     ``policy`` and ``scorer`` default to the embedded arithmetic models (no scorer at all for a
-    strategy that reads no scores, such as greedy); ``n`` is the budget, read by the strategy's
+    strategy that reads no scores, such as greedy); a policy or scorer named here (a model path,
+    a backend name) is loaded for this question and closed before it returns, one passed as an
+    object is left open for the caller. ``n`` is the budget, read by the strategy's
     budget rule as ``prmsearch bench`` reads it (beam and DVTS: ``width = gcd(n, 4)``; None: the
     strategy's own default, 16 for the searches and 1 for greedy); strategy options
     (``width=4``, ``aggregation="min"``, ...) pass through ``options``.
@@ -332,12 +351,17 @@ def solve(
         else:  # a budget, through the strategy's own rule (as bench and serve read it)
             strategy = strategy_spec(strategy).at_budget(n, **options)
     bound = strategy
-    searcher = Searcher(
-        resolve_policy(policy),
-        NoScorer() if reads_no_scores([bound], scorer, prm_family) else resolve_scorer(scorer, prm_family),
-        bound,
-        sampling=sampling,
-        max_depth=max_depth,
-        seed=seed,
-    )
-    return searcher(question)
+    built: list[object] = []  # the backends loaded here, closed here
+    try:
+        policy_object = resolve_policy(policy)
+        if policy_object is not policy:
+            built.append(policy_object)
+        scorer_object = NoScorer() if reads_no_scores([bound], scorer, prm_family) \
+            else resolve_scorer(scorer, prm_family)
+        if scorer_object is not scorer:
+            built.append(scorer_object)
+        searcher = Searcher(policy_object, scorer_object, bound, sampling=sampling, max_depth=max_depth,
+                            seed=seed)
+        return searcher(question)
+    finally:
+        close_together(*built)

@@ -200,6 +200,17 @@ def safetensors_shapes(folder: str | Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def safetensors_parameter_count(folder: str | Path) -> int:
+    """How many values a folder's ``*.safetensors`` hold, from their headers (no weights read)."""
+    total = 0
+    for shape in safetensors_shapes(folder).values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        total += size
+    return total
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path`` (empty when missing)."""
     if not path.is_file():

@@ -95,12 +95,19 @@ def test_a_family_alone_names_a_scorer_that_needs_no_model():
     assert not reads_no_scores([greedy], "policy-confidence")
 
 
-def test_the_cli_quiets_vllm_logs_unless_the_user_set_a_level(monkeypatch, capsys):
-    from prmsearch.cli import ENGINE_LOG_LEVEL, main
+def test_the_cli_quiets_the_engines_unless_asked_or_the_user_set_a_level(monkeypatch, capsys):
+    from prmsearch.cli import main
+    from prmsearch.cli.quiet import ENGINE_SWITCHES
 
-    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    for variable, _, _ in ENGINE_SWITCHES:
+        monkeypatch.delenv(variable, raising=False)
     assert main(["strategies"]) == 0
-    assert os.environ["VLLM_LOGGING_LEVEL"] == ENGINE_LOG_LEVEL == "WARNING"
-    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "CRITICAL"
+    assert os.environ["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"  # never between the answer's lines
+    assert os.environ["PYTHONWARNINGS"] == "ignore" and os.environ["TORCH_CPP_LOG_LEVEL"] == "ERROR"
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL")
+    assert main(["strategies", "--verbose"]) == 0
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "INFO"
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "DEBUG")
     assert main(["strategies"]) == 0
-    assert os.environ["VLLM_LOGGING_LEVEL"] == "INFO"  # the user's choice stands
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "DEBUG"  # the user's choice stands

@@ -218,3 +218,29 @@ def test_same_model_same_flop_formula_as_transformers(vllm_policy, hf_policy):
     the same cost, so the same tokens cost the same FLOPs on both."""
     assert vllm_policy.cost == hf_policy.cost
     assert vllm_policy.cost.layers > 0 and vllm_policy.cost.head_flops > 0
+
+
+def test_closing_the_engine_loop_aborts_what_still_runs_and_fails_its_callers():
+    from prmsearch.engines.vllm_loop import EngineLoop, EngineLoopClosed
+
+    class Engine:  # takes requests, never finishes one
+        def __init__(self):
+            self.aborted = []
+
+        def add_request(self, request_id, prompt, params):
+            pass
+
+        def step(self):
+            return []
+
+        def abort_request(self, ids):
+            self.aborted.extend(ids)
+
+    engine = Engine()
+    loop = EngineLoop(type("LLM", (), {"llm_engine": engine})())
+    params = type("Params", (), {})()
+    running = loop.submit([[1, 2], [3]], [params, params])
+    loop.close()  # returns at once, not when the requests would have finished
+    with pytest.raises(EngineLoopClosed, match="closed before these requests finished"):
+        running.result(timeout=5)
+    assert sorted(engine.aborted) == ["0", "1"]

@@ -20,7 +20,7 @@ names below are importable from here as they were when the CLI was one module.
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -56,9 +56,13 @@ from prmsearch.cli.errors import (
 )
 from prmsearch.cli.plugins import PLUGINS_ENV, load_plugins
 from prmsearch.cli.prm_kit import _add_label, _add_train_prm, cmd_label, cmd_train_prm
+from prmsearch.cli.quiet import set_engine_output
 from prmsearch.cli.serve import _add_serve, cmd_serve
 from prmsearch.cli.solve import _add_solve, _add_strategies, check_question, cmd_solve, cmd_strategies
+from prmsearch.cli.termination import Terminated, terminate_by_exception
 from prmsearch.cli.view import _add_view
+from prmsearch.engines.errors import EngineError
+from prmsearch.engines.open_engines import close_open_engines
 
 __all__ = [
     "BENCH_SWEEP_DEFAULTS",
@@ -130,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     for register in _EXTRA_COMMANDS:
         register(sub)
+    add_verbose_flags(sub)
     return parser
 
 
@@ -150,15 +155,28 @@ def _benchmark_commands(sub) -> None:
 _EXTRA_COMMANDS: list = [_benchmark_commands, _add_label, _add_train_prm, _add_serve, _add_view]
 
 
-#: vLLM's own log level under the command (its INFO lines, about 70 for one ``solve`` with two
-#: engines, buried the answer); set ``VLLM_LOGGING_LEVEL=INFO`` to see them again.
-ENGINE_LOG_LEVEL = "WARNING"
+def add_verbose_flags(sub) -> None:
+    """``--verbose`` on every command: the engines' own logs and warnings (quiet by default)."""
+    for command in sub.choices.values():
+        command.add_argument("--verbose", action="store_true",
+                             help="show the engines' own logs and warnings (vLLM, torch, transformers)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every engine it starts is closed on the way out, whichever way that is: a
+    normal end, an error, Ctrl-C, SIGTERM or SIGHUP (which end it as Ctrl-C does)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", ENGINE_LOG_LEVEL)  # before vLLM is imported
+    set_engine_output(getattr(args, "verbose", False))  # before any engine is imported
+    try:
+        with terminate_by_exception():
+            return run_command(args)
+    finally:
+        close_open_engines()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``args.func(args)``, with its errors as one line each and the exit status they call for."""
     try:
         load_plugins(args.plugin)
         return args.func(args)
@@ -168,11 +186,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError, FileNotFoundError) as exc:
         print(f"prmsearch {args.command}: error: {cli_text(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        # Ctrl-C: every row written so far is whole (rows are appended and fsynced one by one),
-        # so say how to go on instead of printing the interpreter's traceback.
+    except EngineError as exc:
+        print(f"prmsearch {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: every row written so far is whole (rows are appended and fsynced one
+        # by one), so say how to go on instead of printing the interpreter's traceback.
+        signal_number = exc.signal_number if isinstance(exc, Terminated) else signal.SIGINT
+        if args.command == "serve":  # a server's normal way to stop (uvicorn drains first)
+            print("prmsearch serve: stopped", file=sys.stderr)
+            return 0
         out = getattr(args, "out", None)
         again = (f"; `prmsearch {args.command} --resume --out {out}` (with the same other flags) "
                  "continues where it stopped") if out and args.command in ("bench", "label") else ""
-        print(f"prmsearch {args.command}: interrupted{again}", file=sys.stderr)
-        return 130
+        name = signal.Signals(signal_number).name
+        how = "interrupted" if signal_number == signal.SIGINT else f"stopped by {name}"
+        print(f"prmsearch {args.command}: {how}{again}", file=sys.stderr)
+        return 128 + int(signal_number)

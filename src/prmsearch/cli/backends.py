@@ -16,7 +16,7 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
-from prmsearch.engines.backend_pair import load_together, start_together
+from prmsearch.engines.backend_pair import load_together, share_one_gpu, start_together
 from prmsearch.policies.base import POLICIES, SamplingParams
 from prmsearch.search.protocol import BoundStrategy, as_strategy, strategy_spec
 
@@ -319,19 +319,23 @@ def build_searcher(args: argparse.Namespace) -> Searcher:
     strategy = strategy_from_flags(args)
     prm_url = getattr(args, "prm_url", None)
 
+    prm_backend = getattr(args, "prm_backend", None)
+    policy_args, prm_args = share_one_gpu(args.policy_backend, prm_backend, args.policy, args.prm,
+                                          policy_args_from_flags(args), dict(args.prm_arg))
+
     def open_policy():
-        return load_policy(args.policy, args.policy_backend, kwargs=policy_args_from_flags(args))
+        return load_policy(args.policy, args.policy_backend, kwargs=policy_args)
 
     def open_scorer():
         return load_scorer(args.prm, args.prm_family, prm_url, getattr(args, "prm_tokenizer", None),
-                           kwargs=dict(args.prm_arg), backend=getattr(args, "prm_backend", None))
+                           kwargs=prm_args, backend=prm_backend)
 
     if reads_no_scores([strategy], args.prm, args.prm_family, prm_url):
         from prmsearch.scorers.base import NoScorer
 
         policy, scorer = open_policy(), NoScorer()  # greedy, self-consistency: no PRM to load
     else:
-        together = start_together(args.policy_backend, getattr(args, "prm_backend", None))
+        together = start_together(args.policy_backend, prm_backend)
         policy, scorer = load_together(open_policy, open_scorer, concurrent=together)
     return Searcher(policy, scorer, strategy, sampling=sampling, max_depth=args.max_depth, seed=args.seed)
 

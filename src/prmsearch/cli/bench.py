@@ -38,7 +38,7 @@ from prmsearch.cli.errors import (
     int_at_least,
     option_type,
 )
-from prmsearch.engines.backend_pair import load_together, start_together
+from prmsearch.engines.backend_pair import load_together, share_one_gpu, start_together
 from prmsearch.scorers.base import NoScorer
 from prmsearch.search.protocol import as_strategy, strategy_spec
 
@@ -167,12 +167,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = bench_config(args)
 
     def backends():
+        policy_args, prm_args = share_one_gpu(config.policy_backend, config.prm_backend, config.policy,
+                                              config.prm, config.policy_args, config.prm_args)
+
         def open_policy():
-            return load_policy(config.policy, config.policy_backend, kwargs=config.policy_args)
+            return load_policy(config.policy, config.policy_backend, kwargs=policy_args)
 
         def open_scorer():
             return load_scorer(config.prm, config.prm_family, args.prm_url, args.prm_tokenizer,
-                               kwargs=config.prm_args, backend=config.prm_backend)
+                               kwargs=prm_args, backend=config.prm_backend)
 
         strategies = [as_strategy(name, {}) for name in config.strategies]
         if reads_no_scores(strategies, config.prm, config.prm_family, args.prm_url):

@@ -79,7 +79,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     budget = getattr(searcher.strategy.config, "n", "")
     print(f"prmsearch serve: http://{config.host}:{config.port}/v1 ({keyed}; strategy "
           f"{searcher.strategy.name}-{budget})", file=sys.stderr, flush=True)
-    serve(searcher, config, log_level=args.log_level)
+    serve(searcher, config, log_level=args.log_level)  # until SIGTERM or Ctrl-C: drains, then closes
+    print("prmsearch serve: stopped", file=sys.stderr, flush=True)
     return 0
 
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from prmsearch.engines.vllm_engine import on_gpu
+from prmsearch.engines.memory_fit import GPU_TOTAL_SHARE, gpu_memory_shares, model_memory
+from prmsearch.engines.vllm_engine import model_folder, on_gpu, read_config
+
+log = logging.getLogger("prmsearch.engines")
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -27,6 +31,50 @@ def start_together(policy_backend: str | None, prm_backend: str | None) -> bool:
     vLLM engine (whose start is minutes of mostly single-threaded work) and no CUDA device is
     visible (vLLM brings torch, so the check imports nothing that the load would not)."""
     return "vllm" in (policy_backend, prm_backend) and not on_gpu()
+
+
+#: The engine argument that sets an engine's share of a GPU.
+GPU_SHARE = "gpu_memory_utilization"
+
+
+def share_one_gpu(policy_backend: str | None, prm_backend: str | None, policy_model: str | None,
+                  prm_model: str | None, policy_args: Mapping[str, Any], prm_args: Mapping[str, Any],
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The policy's and the PRM's backend arguments, with the GPU split between them where both
+    are vLLM engines on one device: vLLM would give each 0.9 of the device, and the second would
+    not start. Where neither names its share (``gpu_memory_utilization``) the split is
+    :func:`~prmsearch.engines.memory_fit.gpu_memory_shares` (one log line says what it is); where
+    one does, the other gets the rest of 0.9."""
+    policy_args, prm_args = dict(policy_args), dict(prm_args)
+    both_given = GPU_SHARE in policy_args and GPU_SHARE in prm_args
+    if (policy_backend, prm_backend) != ("vllm", "vllm") or both_given or not on_gpu():
+        return policy_args, prm_args
+    for given, other in ((policy_args, prm_args), (prm_args, policy_args)):
+        if GPU_SHARE in given:  # one share named: the other engine gets the rest
+            rest = round(GPU_TOTAL_SHARE - float(given[GPU_SHARE]), 3)
+            if rest > 0:
+                other[GPU_SHARE] = rest
+            return policy_args, prm_args
+    policy_folder = model_folder(policy_model) if policy_model else None
+    prm_folder = model_folder(prm_model) if prm_model else None
+    if policy_folder is None or prm_folder is None:
+        return policy_args, prm_args
+    import torch
+
+    total = int(torch.cuda.mem_get_info()[1])
+    policy = model_memory(policy_folder, _gpu_dtype(policy_folder, policy_args),
+                          policy_args.get("max_model_len"))
+    prm = model_memory(prm_folder, _gpu_dtype(prm_folder, prm_args), prm_args.get("max_model_len"))
+    policy_share, prm_share = gpu_memory_shares(total, policy, prm)
+    log.info("one GPU for two vLLM engines: gpu_memory_utilization %.3f for the policy, %.3f for the PRM "
+             "(set either with --policy-arg/--prm-arg gpu_memory_utilization=...)", policy_share, prm_share)
+    return {**policy_args, GPU_SHARE: policy_share}, {**prm_args, GPU_SHARE: prm_share}
+
+
+def _gpu_dtype(folder: Any, args: Mapping[str, Any]) -> str:
+    """The dtype an engine runs a folder in on a GPU: as given, else the folder's own."""
+    config = read_config(folder)
+    return str(args.get("dtype") or config.get("dtype") or config.get("torch_dtype") or "bfloat16")
 
 
 #: Names whose first use imports a submodule of a lazily importing package; resolved once, in one

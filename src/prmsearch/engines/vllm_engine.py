@@ -4,21 +4,36 @@ One frozen :class:`VLLMEngineConfig` holds the engine arguments that matter for 
 parallelism, memory share, context length, dtype, prefix caching); anything else vLLM accepts
 goes through ``extra``. vLLM is imported only when an engine is built.
 
-Sharing one GPU between the policy and the PRM: vLLM reserves ``gpu_memory_utilization`` of
-the device's memory per engine, so give each engine an explicit share whose sum stays below
-1, e.g. policy ``0.55`` and PRM ``0.35`` (the PRM needs little KV cache: it never decodes).
-On CPU the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE`` (GiB) instead.
+Memory: on a CPU, an engine given no KV cache size (``kv_cache_memory_bytes``, or vLLM's
+``VLLM_CPU_KVCACHE_SPACE`` in GiB) gets one that fits the memory free when it starts
+(:mod:`~prmsearch.engines.memory_fit`), and one log line says which. On a GPU vLLM reserves
+``gpu_memory_utilization`` of the device's memory per engine; where the policy and the PRM share
+the device and neither share is given, :func:`~prmsearch.engines.memory_fit.gpu_memory_shares`
+splits it (the PRM needs little KV cache: it never decodes).
+
+Every engine built here is tracked until it is closed (:mod:`~prmsearch.engines.open_engines`),
+and a watchdog process stops its processes if this process dies without closing it
+(:mod:`~prmsearch.engines.orphan_watchdog`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prmsearch.costs import read_json, safetensors_shapes
+from prmsearch.costs import read_json, safetensors_parameter_count
+from prmsearch.engines import open_engines
+from prmsearch.engines.errors import EngineError, EngineStartError
+from prmsearch.engines.memory_fit import cpu_engine_start, model_memory
+from prmsearch.engines.orphan_watchdog import ensure_watchdog
+
+log = logging.getLogger("prmsearch.engines")
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float", "bf16", "fp16", "fp32")
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -37,7 +52,13 @@ class VLLMEngineConfig:
             ``"float32"``,
             ``"bfloat16"``, ``"float16"``, ``"auto"``.
         tensor_parallel_size: GPUs per engine.
-        gpu_memory_utilization: share of the GPU's memory this engine may take, in (0, 1].
+        gpu_memory_utilization: share of the GPU's memory this engine may take, in (0, 1]
+            (``None``: 0.9, vLLM's own default, or the split of the device where the policy and
+            the PRM share it; on a CPU vLLM reads it as a share of the machine's memory, which
+            prmsearch never asks for: it gives a KV cache size instead).
+        kv_cache_memory_bytes: the KV cache's size (``None``: on a CPU, what fits the memory free
+            when the engine starts, or ``VLLM_CPU_KVCACHE_SPACE`` GiB where that is set; on a
+            GPU, what ``gpu_memory_utilization`` leaves).
         max_model_len: context length (``None``: the model's own).
         block_size: KV block size in tokens (``None``: 32 on CPU, where it must be a multiple
             of 32, else vLLM's default). Prefix caching reuses whole blocks only.
@@ -57,7 +78,8 @@ class VLLMEngineConfig:
     model: str
     dtype: str | None = None
     tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
     max_model_len: int | None = None
     block_size: int | None = None
     enable_prefix_caching: bool = True
@@ -76,11 +98,11 @@ class VLLMEngineConfig:
             raise ValueError(
                 f"tensor_parallel_size must be an int >= 1, got {self.tensor_parallel_size!r}"
             )
-        if not 0 < float(self.gpu_memory_utilization) <= 1:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
-            )
-        for name in ("max_model_len", "block_size"):
+        share = self.gpu_memory_utilization
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0 < share <= 1):
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1] or None, got {share!r}")
+        for name in ("max_model_len", "block_size", "kv_cache_memory_bytes"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
@@ -101,7 +123,7 @@ class VLLMEngineConfig:
             "model": self.model,
             "dtype": dtype,
             "tensor_parallel_size": self.tensor_parallel_size,
-            "gpu_memory_utilization": float(self.gpu_memory_utilization),
+            "gpu_memory_utilization": float(self.gpu_memory_utilization or DEFAULT_GPU_SHARE),
             "enable_prefix_caching": self.enable_prefix_caching,
             "enforce_eager": resolve_enforce_eager(self.enforce_eager, on_gpu=on_gpu),
             "seed": self.seed,
@@ -109,6 +131,8 @@ class VLLMEngineConfig:
         }
         if self.max_model_len is not None:
             kwargs["max_model_len"] = self.max_model_len
+        if self.kv_cache_memory_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         if block is not None:
             kwargs["block_size"] = block
         chunked = self.enable_chunked_prefill if self.enable_chunked_prefill is not None else \
@@ -118,6 +142,10 @@ class VLLMEngineConfig:
         if with_extra:
             kwargs.update(self.extra)
         return kwargs
+
+
+#: An engine's share of the GPU when none is given (vLLM's own default).
+DEFAULT_GPU_SHARE = 0.9
 
 
 def cpu_dtype(model: str) -> str:
@@ -173,6 +201,12 @@ def on_gpu() -> bool:
 def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
     """A ``vllm.LLM`` for ``cfg``; ``more`` adds engine arguments (e.g. ``runner="pooling"``).
 
+    On a CPU with no KV cache size given, the engine gets one that fits the memory free now
+    (:func:`~prmsearch.engines.memory_fit.cpu_engine_start`). The engine is tracked until
+    :func:`shutdown_llm`. A failed start is an
+    :class:`~prmsearch.engines.errors.EngineError` of one line: vLLM's own error (a traceback
+    from another process) is in its log, which ``VLLM_LOGGING_LEVEL=INFO`` shows.
+
     On CPU vLLM keeps one core away from its OpenMP threads. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``
     gives it back (26.8 -> 46.4 tokens/s for the 0.5B Qwen2.5 on 2 cores, measured side by side
     with ``scripts/bench_vllm_cpu.py``), but with two threads the engine's sums depend on which
@@ -181,9 +215,49 @@ def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
     require_vllm()
     from vllm import LLM
 
-    kwargs = cfg.engine_kwargs(on_gpu=on_gpu())
+    gpu = on_gpu()
+    kwargs = cfg.engine_kwargs(on_gpu=gpu)
+    kwargs.setdefault("use_tqdm_on_load", engine_logs_shown())
     kwargs.update(more)
-    return LLM(**kwargs)
+    ensure_watchdog()
+    sizing = contextlib.nullcontext(None)
+    if not gpu and "kv_cache_memory_bytes" not in kwargs and not os.environ.get(CPU_KV_ENV):
+        folder = model_folder(cfg.model)
+        if folder is not None:
+            memory = model_memory(folder, kwargs["dtype"], cfg.max_model_len)
+            sizing = cpu_engine_start(memory, folder.name)
+    with sizing as plan:
+        if plan is not None:
+            kwargs["kv_cache_memory_bytes"] = plan.kv_bytes
+            log.info(plan.describe(cfg.model))
+        try:
+            llm = LLM(**kwargs)
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineStartError(start_failure(cfg.model, exc)) from exc
+    open_engines.track(llm, shutdown_llm)
+    return llm
+
+
+#: vLLM's CPU KV cache size in GiB, where the user sets it (vLLM reads it over any engine argument).
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+def engine_logs_shown() -> bool:
+    """Whether vLLM's log shows its INFO lines (``VLLM_LOGGING_LEVEL``, INFO when unset): its
+    load progress bars follow the same choice."""
+    return (os.environ.get("VLLM_LOGGING_LEVEL") or "INFO").upper() in ("DEBUG", "INFO")
+
+
+def start_failure(model: str, exc: BaseException) -> str:
+    """One line for an engine that failed to start: the model, vLLM's last words, and where the
+    rest is."""
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    said = said.replace("See root cause above. ", "")
+    return (f"the vLLM engine for {Path(model).name or model} failed to start ({type(exc).__name__}"
+            f"{': ' + said if said else ''}); its own log says why: run again with "
+            "VLLM_LOGGING_LEVEL=INFO (the prmsearch commands: --verbose)")
 
 
 #: seconds an engine's processes get to exit after SIGTERM before they are killed. vLLM's own
@@ -195,6 +269,7 @@ ENGINE_STOP_GRACE_S = 1.0
 def shutdown_llm(llm: Any, grace_s: float = ENGINE_STOP_GRACE_S) -> None:
     """Stop an engine's background processes now (instead of at interpreter exit), killing
     those still running ``grace_s`` seconds after they were asked to stop."""
+    open_engines.untrack(llm)
     engine = getattr(llm, "llm_engine", None)
     core = getattr(engine, "engine_core", None)
     shutdown = getattr(core, "shutdown", None)
@@ -232,15 +307,7 @@ def safetensors_parameters(folder: Path | None) -> int:
     Read from the file headers only (no tensor data), so it costs nothing; tied weights are
     stored once in a checkpoint, so they count once, as in the transformers backends.
     """
-    if folder is None:
-        return 0
-    total = 0
-    for shape in safetensors_shapes(folder).values():
-        size = 1
-        for dim in shape:
-            size *= dim
-        total += size
-    return total
+    return 0 if folder is None else safetensors_parameter_count(folder)
 
 
 def read_config(folder: Path | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ only), in the order of the submitted prompts.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -84,7 +85,9 @@ class EngineLoop:
         return self.submit(prompts, params).result()
 
     def close(self) -> None:
-        """Finish what was submitted, then stop the thread (the engine itself stays up)."""
+        """Stop the thread (the engine itself stays up). Requests still running are aborted and
+        their callers get :class:`EngineLoopClosed`: an engine is closed when its owner is done
+        with it, or on the way out (an interrupt, SIGTERM), where nobody waits for them."""
         with self._lock:
             if self._open:
                 self._open = False
@@ -103,8 +106,6 @@ class EngineLoop:
         stopping = False
         while True:
             busy = bool(pending)
-            if not busy and stopping:
-                return
             try:
                 item = self._inbox.get(block=not busy)
             except queue.Empty:
@@ -124,6 +125,9 @@ class EngineLoop:
                     item = self._inbox.get_nowait()
                 except queue.Empty:
                     item = False
+            if stopping:
+                self._abort_all(pending)
+                return
             if not pending:
                 continue
             try:
@@ -159,6 +163,16 @@ class EngineLoop:
             if added:
                 self.engine.abort_request(added)
             batch.future.set_exception(exc)
+
+    def _abort_all(self, pending: dict[str, tuple[_Batch, int]]) -> None:
+        """Abort the requests still running and fail their callers (the loop is closing)."""
+        if pending:
+            with contextlib.suppress(Exception):
+                self.engine.abort_request(list(pending))
+        closed = EngineLoopClosed("the vLLM engine loop was closed before these requests finished")
+        for batch, _ in pending.values():
+            if not batch.future.done():
+                batch.future.set_exception(closed)
 
     def _fail_all(self, exc: BaseException, pending: dict[str, tuple[_Batch, int]]) -> None:
         with self._lock:

@@ -50,6 +50,7 @@ from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import PostSession, RetryPolicy, auth_headers
+from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.policies.base import (
     Finish,
     Generation,
@@ -168,7 +169,7 @@ def check_completion(data: dict[str, Any]) -> None:
             raise TypeError("choice text is not a string")
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(ClosedOnExit):
     """A :class:`~prmsearch.policies.base.Policy` over an OpenAI-compatible completions server."""
 
     def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:

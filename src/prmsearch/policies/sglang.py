@@ -48,6 +48,7 @@ from prmsearch.engines.http import (
     ServerTimeout,
     auth_headers,
 )
+from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.engines.prompt_formats import resolve_prompt_format
 from prmsearch.policies.base import Generation, GenerationRequest, StepOutput, TokenizerLock
 from prmsearch.policies.vllm_output import step_output
@@ -131,7 +132,7 @@ def _retry_policy(retry: RetryPolicy | Mapping[str, Any] | None, max_concurrency
     return RetryPolicy(**options, max_concurrency=max_concurrency)
 
 
-class SGLangPolicy:
+class SGLangPolicy(ClosedOnExit):
     """A :class:`~prmsearch.policies.base.Policy` over SGLang (offline engine or HTTP server).
 
     Args:

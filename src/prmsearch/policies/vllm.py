@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
+from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.engines.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
 from prmsearch.engines.vllm_engine import (
     VLLMEngineConfig,
@@ -89,7 +90,7 @@ def _seed(request: GenerationRequest) -> int:
     return int(seed) & SEED_MASK
 
 
-class VLLMPolicy:
+class VLLMPolicy(ClosedOnExit):
     """A :class:`~prmsearch.policies.base.Policy` over an offline vLLM engine.
 
     Args:

@@ -53,6 +53,7 @@ from prmsearch.engines.http import (
     ServerUnreachable,
     auth_headers,
 )
+from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores, check_prm_length
 from prmsearch.scorers.formats import make_format
 from prmsearch.scorers.score_cache import StepScoreCache, step_keys
@@ -166,7 +167,7 @@ class _Path:
     keys: list[bytes]
 
 
-class VLLMServerPRMScorer:
+class VLLMServerPRMScorer(ClosedOnExit):
     """A :class:`~prmsearch.scorers.base.Scorer` whose PRM runs on a vLLM pooling server.
 
     Args:

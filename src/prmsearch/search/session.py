@@ -74,8 +74,17 @@ class DriverSession:
     def __enter__(self) -> DriverSession:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:  # leaving on an error (Ctrl-C, SIGTERM): nobody waits for the work
+            self.cancel_pending()
+        self.close(wait=exc_type is None)
+
+    def cancel_pending(self) -> int:
+        """Cancel every submitted problem that has not finished: their remaining work is dropped at
+        the flow's next event. Returns how many were cancelled."""
+        with self._lock:
+            futures = list(self._pending)
+        return sum(future.cancel() for future in futures)
 
     @property
     def pending(self) -> int:

@@ -116,27 +116,34 @@ class Recipe:
     prm: BackendSpec
     path: Path | None = None
 
-    def build_policy(self):
-        """Load the policy (this is where models are loaded), through `resolve_policy`."""
+    def build_policy(self, args: Mapping[str, Any] | None = None):
+        """Load the policy (this is where models are loaded), through `resolve_policy`, with the
+        recipe's backend arguments (or ``args``)."""
         from prmsearch.api import resolve_policy
 
+        args = self.policy.args if args is None else args
         if self.policy.backend == "arith":
-            return resolve_policy(None, **self.policy.args)
-        return resolve_policy(self.policy.model, self.policy.backend, **self.policy.args)
+            return resolve_policy(None, **args)
+        return resolve_policy(self.policy.model, self.policy.backend, **args)
 
-    def build_scorer(self):
-        """Load the PRM scorer, through `resolve_scorer`."""
+    def build_scorer(self, args: Mapping[str, Any] | None = None):
+        """Load the PRM scorer, through `resolve_scorer`, with the recipe's backend arguments (or
+        ``args``)."""
         from prmsearch.api import resolve_scorer
 
-        return resolve_scorer(self.prm.model, self.prm.family, self.prm.backend, **self.prm.args)
+        args = self.prm.args if args is None else args
+        return resolve_scorer(self.prm.model, self.prm.family, self.prm.backend, **args)
 
     def build_backends(self):
         """``(policy, scorer)``, loaded at the same time on a CPU (two vLLM engines start in about
-        the time of one); on a GPU the policy first, so GPU memory shares apply in that order."""
-        from prmsearch.engines.backend_pair import load_together, start_together
+        the time of one); on a GPU the policy first, each engine with its share of the device."""
+        from prmsearch.engines.backend_pair import load_together, share_one_gpu, start_together
 
+        policy_args, prm_args = share_one_gpu(self.policy.backend, self.prm.backend, self.policy.model,
+                                              self.prm.model, self.policy.args, self.prm.args)
         together = start_together(self.policy.backend, self.prm.backend)
-        return load_together(self.build_policy, self.build_scorer, concurrent=together)
+        return load_together(lambda: self.build_policy(policy_args), lambda: self.build_scorer(prm_args),
+                             concurrent=together)
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
