@@ -1,7 +1,7 @@
 """Take the questions out of a ``prmsearch label`` folder, or put them back from the dataset.
 
 A label run on GSM8K's train split holds each problem's question in every row (``prompt``).
-The project keeps such runs in ``results/`` so that a later session can train on them or resume
+The project keeps such runs in ``results/`` so that a later run can train on them or resume
 them, but it never copies benchmark data into the repository. ``strip`` writes a copy of the
 folder whose rows carry ``prompt: null`` (everything else, the model's own steps and labels
 included, is kept); ``restore`` fills the questions back in from the dataset by problem id and

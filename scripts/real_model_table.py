@@ -1,5 +1,6 @@
 """The real-model headline: every bench folder under ``results/real-models/`` in one table, with
-accuracy at equal FLOPs and the plot, so the README's figures come from the rows in the repository.
+accuracy at equal FLOPs and the plot, so the figures of docs/results/gsm8k.md come from the rows in
+the repository.
 
     python scripts/real_model_table.py                        # the markdown, on stdout
     python scripts/real_model_table.py --plot docs/images/gsm8k-qwen05-accuracy-vs-flops.png

@@ -64,3 +64,11 @@ def test_python_block_runs(tmp_path, page, line, code):
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{page}:{line} failed:\n{run.stderr[-3000:]}"
+
+
+def test_getting_started_lists_every_extra_of_the_package():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    missing = [name for name in extras if f"[{name}]" not in page]
+    assert not missing, f"docs/getting-started.md does not list the extras {missing}"

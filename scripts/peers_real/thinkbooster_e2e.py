@@ -115,7 +115,7 @@ class CountingModel(BlackboxModelWithStreaming):
     its generator, so only the cyclic garbage collector finalizes it, and that can happen on any
     thread at any allocation, including inside httpcore's connection pool while that thread holds
     the pool's (non-reentrant) lock; the finalizer's ``response.close()`` then waits on that same
-    lock forever and every other request waits behind it. That was the hang of session 23 (thread
+    lock forever and every other request waits behind it. That was the hang of 2026-12-05 (thread
     stacks: ``connection_pool.handle_request`` -> GC -> ``Stream.__stream__`` finally ->
     ``PoolByteStream.close`` -> lock). Closing each stream when its call returns also tells the
     server to stop generating it at once rather than whenever the collector runs."""

@@ -40,3 +40,17 @@ def test_a_variant_folder_is_a_cell_of_its_own(tmp_path):
     assert set(cells) == {("1.5B as verifier", "beam", 16, 0), ("1.5B as verifier", "beam (distinct)", 16, 0)}
     assert len(cells[("1.5B as verifier", "beam", 16, 0)]) == 3
     assert source[("1.5B as verifier", "beam (distinct)", 16, 0)] == distinct
+
+
+def test_the_results_page_prints_the_tables_of_the_committed_rows():
+    """docs/results/gsm8k.md holds exactly the tables the script prints from results/real-models/."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    printed = subprocess.run([sys.executable, str(root / "scripts" / "real_model_table.py")], cwd=root,
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+    page = (root / "docs" / "results" / "gsm8k.md").read_text(encoding="utf-8")
+    table_lines = [line for line in printed.splitlines() if line.startswith("|")]
+    assert len(table_lines) > 20
+    missing = [line for line in table_lines if line not in page]
+    assert not missing, f"docs/results/gsm8k.md lacks rows the script prints (paste them): {missing[:3]}"

@@ -240,21 +240,21 @@ time.sleep(600)
 """
 
 
-@pytest.mark.time_limit(300)
+@pytest.mark.time_limit(420)
 def test_an_engine_sizes_itself_to_what_another_process_leaves_free(run, tmp_path):
     from prmsearch.engines.memory_fit import GIB, available_memory_bytes
 
-    held = min(8 * GIB, available_memory_bytes() // 3)
+    free_before = available_memory_bytes()
+    held = min(8 * GIB, free_before // 3)
     hog = subprocess.Popen([sys.executable, "-c", HOG, str(held)], stdout=subprocess.PIPE, text=True)
     try:
         assert hog.stdout.readline().strip() == "HELD"
-        free_now = available_memory_bytes()
         solve = run("solve", "Start with 7. Add 5. What is the result?", "--policy", "vllm-arith",
                     "--strategy", "greedy")
-        assert solve.finish(240) == 0, solve.stderr()
+        assert solve.finish(360) == 0, solve.stderr()
     finally:
         hog.kill()
     line = next(line for line in solve.stderr().splitlines() if "vLLM KV cache for" in line)
     free_seen = float(line.split("GiB (")[1].split(" GiB free")[0]) * GIB
-    assert abs(free_seen - free_now) < 1.5 * GIB  # it planned with what the other process left
+    assert free_seen < free_before - 0.8 * held  # it planned with what the other process left
     assert solve.left_behind() == []

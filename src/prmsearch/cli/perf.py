@@ -12,7 +12,7 @@ from prmsearch.cli.evaluate import csv_of, fail, input_errors
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    """Run the performance measures and print one table (issue 7)."""
+    """Run the performance measures and print one table."""
     import dataclasses
     import time
 

@@ -1,6 +1,6 @@
 """The transformers backends measured side by side, in one run, on models built in place.
 
-What one run measures (issue 3, "Measure"):
+What one run measures:
 
 1. PRM scoring throughput: the same step sequences scored in one batched call vs. one call
    per sequence, with every cache off (tokens/s of real, unpadded tokens).

@@ -1,6 +1,6 @@
 """Throughput of the transformers backends at real model sizes, against hardware rooflines.
 
-Issue 7, item 6: on one GPU, with models of the architecture and size of Qwen2.5-Math-1.5B
+On one GPU, with models of the architecture and size of Qwen2.5-Math-1.5B
 (policy) and Qwen2.5-Math-PRM-7B (PRM) built in place with random weights, measure
 
 * PRM scoring tokens/s through :class:`~prmsearch.scorers.hf.HFPRMScorer` at several
@@ -482,8 +482,8 @@ def assumptions(cfg: GpuBenchConfig) -> list[str]:
         f"PRM roofline = {hw.peak_tflops:g} TFLOP/s ({hw.name} dense bf16) / (2 x parameters) FLOPs "
         "per token, the ledger's convention (the embedding table counted, attention FLOPs not). "
         "The 'exact-FLOP roofline' in the detail counts what is computed: matmuls without the "
-        "embedding lookup, plus attention at the requests' mean causal context. Issue 7 quotes "
-        "~57k tokens/s for the 7B PRM.",
+        "embedding lookup, plus attention at the requests' mean causal context. For scale: "
+        "about 57k tokens/s is quoted for the 7B PRM.",
         f"Decode roofline = batch x {hw.bandwidth_tbs:g} TB/s / (weight bytes + batch x mean context "
         "x KV bytes per token): one read of the weights and of every row's KV per step; the "
         "sampling, the mask update and dropping finished rows are extra traffic the roofline does "

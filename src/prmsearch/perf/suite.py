@@ -1,4 +1,4 @@
-"""``prmsearch perf``: the engine's performance measures (issue 7) in one table.
+"""``prmsearch perf``: the engine's performance measures in one table.
 
 Each measure reuses the module that owns it; this module only runs them, holds their figures
 against the targets and lays out one row per figure:
