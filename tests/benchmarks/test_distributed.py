@@ -174,3 +174,28 @@ def test_cli_label_ray_flags(tmp_path, ray_cluster, capsys):
     assert summary["problems"] == 3 and summary["solutions"] == 3
     rows = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(row["provenance"]["policy"] == "plugin-arith" for row in rows)
+
+
+def test_starting_ray_keeps_the_callers_sigterm_handler():
+    """ray.init installs a SIGTERM handler that exits at once; the runner puts the caller's back,
+    so a bench stopped by SIGTERM still stops as on Ctrl-C (a stand-in for ray: no cluster)."""
+    import signal
+
+    from prmsearch.benchmarks.sweeps.distributed import RayConfig, RayRunner
+
+    class StandInRay:
+        def is_initialized(self):
+            return False
+
+        def init(self, **kwargs):
+            signal.signal(signal.SIGTERM, lambda number, frame: None)  # as ray.init does
+
+    def callers_handler(number, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, callers_handler)
+    try:
+        assert RayRunner(RayConfig(workers=1))._connect(StandInRay()) is True
+        assert signal.getsignal(signal.SIGTERM) is callers_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -13,6 +13,8 @@ Ray is imported only when a :class:`RayRunner` runs (``pip install prmsearch[ray
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -172,15 +174,23 @@ class RayRunner:
                 ray.shutdown()
 
     def _connect(self, ray) -> bool:
-        """Join the configured cluster (or start a local one); True when this call started Ray."""
+        """Join the configured cluster (or start a local one); True when this call started Ray.
+
+        ``ray.init`` replaces the process's SIGTERM handler with one that exits at once (status
+        15); the handler from before is put back, so that a command stopped by SIGTERM still
+        stops as on Ctrl-C: rows kept, engines closed, the resume command printed."""
         if ray.is_initialized():
             return False
         cfg = self.ray_config
+        in_main = threading.current_thread() is threading.main_thread()
+        before = signal.getsignal(signal.SIGTERM) if in_main else None
         if cfg.address is not None:
             ray.init(address=cfg.address, include_dashboard=False)
         else:
             cpus = max(1, round((cfg.workers or 2) * max(cfg.cpus_per_worker, 1.0)))
             ray.init(num_cpus=cpus, include_dashboard=False)
+        if before is not None:  # None: a handler set outside Python, which cannot be put back
+            signal.signal(signal.SIGTERM, before)
         return True
 
     def _shape(self, ray, n_tasks: int) -> tuple[int, float]:
