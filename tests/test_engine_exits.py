@@ -212,3 +212,29 @@ def test_a_session_left_by_an_error_drops_its_questions_instead_of_waiting_for_t
         raise KeyboardInterrupt  # Ctrl-C (or SIGTERM, raised as one) while the search runs
     assert time.monotonic() - started < 1.5  # not the whole search
     assert future.cancelled()
+
+
+class SlowParallelPolicy(SlowPolicy):
+    """A slow policy whose calls may run on several threads: the driver runs its flow schedule."""
+
+    parallel_calls = True
+
+    def generate(self, requests):
+        time.sleep(3.0)
+        return self.inner.generate(requests)
+
+
+def test_a_search_interrupted_mid_call_returns_without_waiting_for_the_call():
+    """Ctrl-C (and SIGTERM, raised as one) while a backend call runs on the flow's threads: the
+    search stops at once instead of waiting for the call in flight."""
+    import threading
+
+    from prmsearch.api import Searcher
+    from prmsearch.scorers.base import NoScorer
+
+    searcher = Searcher(SlowParallelPolicy(), NoScorer(), "greedy", schedule="async")
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        searcher.run(["Start with 7. Add 5. Multiply by 3. Subtract 6. What is the result?"])
+    assert time.monotonic() - started < 2.5  # the 3-second call was not waited for

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.costs import ModelCost, folder_cost
+from prmsearch.engines import open_engines
 from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.engines.prompt_formats import PromptBuilder, PromptFormat, resolve_prompt_format
 from prmsearch.engines.vllm_engine import (
@@ -132,6 +133,10 @@ class VLLMPolicy(ClosedOnExit):
         self._prompts = PromptBuilder(self.prompt_format, tokenizer)
         self._tokenizer_lock = TokenizerLock()
         self._loop = EngineLoop(self.llm) if engine_loop else None
+        # tracked as the owner of its engine: closing it at exit also stops the engine loop, whose
+        # callers would otherwise wait for an engine that is gone
+        open_engines.untrack(self.llm)
+        open_engines.track(self, VLLMPolicy.close)
 
     @property
     def num_parameters(self) -> int:
@@ -154,6 +159,7 @@ class VLLMPolicy(ClosedOnExit):
 
     def close(self) -> None:
         """Stop the engine loop and the engine's processes (the policy is unusable afterwards)."""
+        open_engines.untrack(self)
         if self._loop is not None:
             self._loop.close()
             self._loop = None

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.job import Job
@@ -26,6 +27,23 @@ SCORE_BATCH_SHARE = 0.25
 
 #: most policy calls in flight at once when each problem's requests are their own call
 PARALLEL_CALLS = 128
+
+
+@contextmanager
+def backend_pools(policy_workers: int) -> Iterator[tuple[ThreadPoolExecutor, ThreadPoolExecutor]]:
+    """The policy's and the scorer's call threads. At a normal end they finish their calls; when
+    the flow is left by an error (Ctrl-C, SIGTERM) nobody waits for the calls in flight, which end
+    when their backend is closed."""
+    policy_pool = ThreadPoolExecutor(max_workers=policy_workers, thread_name_prefix="prmsearch-policy")
+    scorer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmsearch-scorer")
+    try:
+        yield policy_pool, scorer_pool
+    except BaseException:
+        for pool in (policy_pool, scorer_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    for pool in (policy_pool, scorer_pool):
+        pool.shutdown(wait=True)
 
 
 def run_flow(
@@ -53,11 +71,7 @@ def run_flow(
     events = events if events is not None else queue.SimpleQueue()
     parallel, shared = calls.parallel, calls.shared  # shared: one object, its calls take turns
     groups = 1 if parallel else groups
-    with (
-        ThreadPoolExecutor(max_workers=PARALLEL_CALLS if parallel else 1,
-                           thread_name_prefix="prmsearch-policy") as policy_pool,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="prmsearch-scorer") as scorer_pool,
-    ):
+    with backend_pools(PARALLEL_CALLS if parallel else 1) as (policy_pool, scorer_pool):
         score_pool = policy_pool if shared else scorer_pool
         if max_batch is None:
             generating = Lane("generated", calls.generate, events, policy_pool, parallel)
