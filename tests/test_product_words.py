@@ -1,6 +1,6 @@
-"""The repository speaks of the product alone: no "session 31", "this session", "issue 7" or
-"the goal was" of how it was built, in the README, the docs, the package, the scripts, the
-examples or the tests. A reader needs the date, the machine and the command instead."""
+"""The repository speaks of the product alone: no numbered work sessions or issues and no planning
+goals of how it was built, in the README, the docs, the package, the scripts, the examples or the
+tests. A reader needs the date, the machine and the command instead."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PROCESS_WORDS = re.compile(
     r"\bsessions? \d+"
     r"|\b(this|that|a later|an earlier|the next|the previous|later|earlier) session\b"
     r"|\bissues? #?\d+\b"
-    r"|\bthe goal\b",
+    r"|\bthe\sgoal\b",
     re.IGNORECASE,
 )
 
@@ -36,8 +36,6 @@ def _files():
 def test_no_file_speaks_of_how_the_project_was_built():
     found = []
     for file in _files():
-        if file == Path(__file__):
-            continue
         for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             match = PROCESS_WORDS.search(line)
             if match:
@@ -47,8 +45,10 @@ def test_no_file_speaks_of_how_the_project_was_built():
 
 
 def test_the_words_are_found_and_the_products_own_session_is_not():
-    for said in ("measured in session 31", "Sessions 24 and 25", "Run of this session",
-                 "a later session will", "(issue 7)", "Issue 12, item 6", "the goal was + 10"):
+    session, issue, goal = "session", "issue", "goal"  # spelled apart: this file is read too
+    for said in (f"measured in {session} 31", f"{session.title()}s 24 and 25", f"Run of this {session}",
+                 f"a later {session} will", f"({issue} 7)", f"{issue.title()} 12, item 6",
+                 f"the {goal} was + 10"):
         assert PROCESS_WORDS.search(said), said
     for fine in ("questions join a search session", "Searcher.session()", "a session's callers",
                  "close the session", "the issue tracker of vLLM"):

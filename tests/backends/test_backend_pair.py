@@ -92,5 +92,5 @@ def test_close_together_closes_each_once_and_skips_what_has_no_close():
             raise RuntimeError("engine already gone")
 
     c = Failing("c")
-    close_together(a, object(), b, c)  # a close that fails does not stop the others
-    assert (a.closed, b.closed, c.closed) == (1, 1, 1)
+    close_together(a, object(), b, c, a)  # a close that fails does not stop the others
+    assert (a.closed, b.closed, c.closed) == (1, 1, 1)  # a, given twice (policy and scorer), once

@@ -193,9 +193,6 @@ def run_command(args: argparse.Namespace) -> int:
         # Ctrl-C or SIGTERM: every row written so far is whole (rows are appended and fsynced one
         # by one), so say how to go on instead of printing the interpreter's traceback.
         signal_number = exc.signal_number if isinstance(exc, Terminated) else signal.SIGINT
-        if args.command == "serve":  # a server's normal way to stop (uvicorn drains first)
-            print("prmsearch serve: stopped", file=sys.stderr)
-            return 0
         out = getattr(args, "out", None)
         again = (f"; `prmsearch {args.command} --resume --out {out}` (with the same other flags) "
                  "continues where it stopped") if out and args.command in ("bench", "label") else ""

@@ -14,7 +14,6 @@ import sys
 
 from prmsearch.cli.backends import add_backend_arguments, add_strategy_arguments, build_searcher, set_threads
 from prmsearch.cli.errors import FlagError, flag_context
-from prmsearch.engines.backend_pair import close_together
 from prmsearch.search.protocol import STRATEGIES, strategy_spec
 
 
@@ -104,7 +103,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         result = search_with_progress(searcher, args.question, None if quiet else PROGRESS_EVERY_S)
         print_result(args, result)
     finally:
-        close_together(searcher.policy, searcher.scorer)  # engines stop together, not one by one at exit
+        searcher.close()  # engines stop together, not one by one at exit
     return 1 if result.error else 0
 
 

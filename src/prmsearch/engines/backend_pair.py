@@ -137,9 +137,10 @@ def load_together(first: Callable[[], A], second: Callable[[], B], *, concurrent
 
 
 def close_together(*backends: object) -> None:
-    """Close ``backends`` at the same time (each vLLM engine's shutdown waits up to
-    `ENGINE_STOP_GRACE_S` for its processes to stop; at interpreter exit they are stopped one
-    after the other)."""
-    closable = [b for b in backends if callable(getattr(b, "close", None))]
+    """Close ``backends`` at the same time, each once (one object may be both the policy and the
+    scorer); each vLLM engine's shutdown waits up to `ENGINE_STOP_GRACE_S` for its processes to
+    stop."""
+    unique = {id(b): b for b in backends}.values()
+    closable = [b for b in unique if callable(getattr(b, "close", None))]
     with ThreadPoolExecutor(max_workers=max(1, len(closable)), thread_name_prefix="prmsearch-close") as pool:
         list(pool.map(close_quietly, closable))

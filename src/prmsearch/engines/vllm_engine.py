@@ -29,7 +29,7 @@ from typing import Any
 
 from prmsearch.costs import read_json, safetensors_parameter_count
 from prmsearch.engines import open_engines
-from prmsearch.engines.errors import EngineError, EngineStartError
+from prmsearch.engines.errors import EngineStartError
 from prmsearch.engines.memory_fit import cpu_engine_start, model_memory
 from prmsearch.engines.orphan_watchdog import ensure_watchdog
 
@@ -232,8 +232,6 @@ def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
             log.info(plan.describe(cfg.model))
         try:
             llm = LLM(**kwargs)
-        except EngineError:
-            raise
         except Exception as exc:
             raise EngineStartError(start_failure(cfg.model, exc)) from exc
     open_engines.track(llm, shutdown_llm)

@@ -33,15 +33,4 @@ def serve(searcher: Searcher, config: ServeConfig | None = None, log_level: str 
                     access_log=log_level == "debug",
                     timeout_graceful_shutdown=config.drain_timeout_s)  # SIGTERM: drain, then close
     finally:
-        close_backends(searcher)
-
-
-def close_backends(searcher: Searcher) -> None:
-    """Close the policy and the scorer that have ``close`` (an engine's worker processes, an HTTP
-    pool), each once: a server that stops leaves no engine behind."""
-    seen: set[int] = set()
-    for backend in (searcher.policy, searcher.scorer):
-        close = getattr(backend, "close", None)
-        if close is not None and id(backend) not in seen:
-            seen.add(id(backend))
-            close()
+        searcher.close()  # a server that stops leaves no engine behind
