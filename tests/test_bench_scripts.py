@@ -20,14 +20,20 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def script_or_module(name: str) -> list[str]:
+    """The interpreter's arguments that run ``name``: a file under scripts/ or a module by ``-m``."""
+    return [str(ROOT / "scripts" / name)] if name.endswith(".py") else ["-m", name]
+
+
 def run_script(
     name: str, *args: str, threads: bool = True, timeout: int = 180
 ) -> subprocess.CompletedProcess:
-    """Run ``scripts/<name>`` with the current interpreter, offline, on one CPU thread."""
+    """Run ``scripts/<name>`` (a ``.py`` path) or the lab module ``name`` (``benchmarks.gpu_bench``,
+    run with ``-m`` from the repository root) with the current interpreter, offline, on one CPU thread."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / name), *(["--threads", "1"] if threads else []), *args],
+        [sys.executable, *script_or_module(name), *(["--threads", "1"] if threads else []), *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
     )
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -36,7 +42,7 @@ def run_script(
 
 def test_gpu_bench_small_prints_table_and_writes_json(tmp_path):
     out = tmp_path / "gpu.json"
-    proc = run_script("gpu_bench.py", "--small", "--out", str(out))
+    proc = run_script("benchmarks.gpu_bench", "--small", "--out", str(out))
     assert "| measurement | tokens/s | roofline tokens/s | measured/roofline |" in proc.stdout
     assert "PRM roofline = 989 TFLOP/s" in proc.stdout
     data = json.loads(out.read_text())
@@ -53,7 +59,7 @@ def test_gpu_bench_small_prints_table_and_writes_json(tmp_path):
 
 def test_bench_backends_quick_shows_reuse_savings(tmp_path):
     out = tmp_path / "backends.json"
-    proc = run_script("bench_backends.py", "--quick", "--json", str(out))
+    proc = run_script("benchmarks.bench_backends", "--quick", "--json", str(out))
     assert "| measure | A | A value | B | B value | A's gain |" in proc.stdout
     for row in ("PRM scoring tokens/s", "PRM tokens computed", "policy prompt tokens computed"):
         assert row in proc.stdout
@@ -75,14 +81,14 @@ def test_bench_backends_quick_shows_reuse_savings(tmp_path):
 
 
 def test_bench_batching_small_run_gives_same_answers():
-    proc = run_script("bench_batching.py", "--problems", "2", "--n", "4", "--width", "2")
+    proc = run_script("benchmarks.bench_batching", "--problems", "2", "--n", "4", "--width", "2")
     assert "| measure | prmsearch | naive | ratio |" in proc.stdout
     assert "wall s, beam over 2 problems (batched vs one at a time)" in proc.stdout
     assert "Same answers batched and one at a time: True" in proc.stdout
 
 
 def test_bench_overhead_small_run_prints_every_configuration():
-    proc = run_script("bench_overhead.py", "--problems", "5", threads=False)
+    proc = run_script("benchmarks.bench_overhead", "--problems", "5", threads=False)
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 5  # header + beam, mcts, best_of_n, particle_filter
     for row in rows[1:]:
@@ -90,15 +96,15 @@ def test_bench_overhead_small_run_prints_every_configuration():
 
 
 def load_prm_kit():
-    """The kit's library module (``scripts/gpu_prm_kit.py`` is its thin entry point)."""
-    from prmsearch.perf import prm_kit
+    """The kit's library module (``python -m training.gpu_prm_kit`` is its command line)."""
+    from training import prm_kit
 
     return prm_kit
 
 
 def test_gpu_prm_kit_small_labels_trains_and_evaluates(tmp_path):
     out = tmp_path / "kit.json"
-    proc = run_script("gpu_prm_kit.py", "--small", "--out", str(out))
+    proc = run_script("training.gpu_prm_kit", "--small", "--out", str(out))
     assert "| phase | figure | value |" in proc.stdout
     assert "FAILED" not in proc.stdout
     assert "estimate on an H200" in proc.stderr
@@ -128,7 +134,7 @@ def test_gpu_prm_kit_small_labels_trains_and_evaluates(tmp_path):
 
 def test_gpu_prm_kit_refuses_cuda_without_a_gpu():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prm_kit.py"), "--device", "cuda"],
+    proc = subprocess.run([sys.executable, "-m", "training.gpu_prm_kit", "--device", "cuda"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -160,7 +166,7 @@ def test_prm_label_study_smoke(tmp_path):
                 "--no-progress"]  # fmt: skip
         assert main(args) == 0
     out = tmp_path / "study"
-    proc = run_script("prm_label_study.py", "--smoke", "--labels", str(tmp_path), "--base", policy,
+    proc = run_script("training.prm_label_study", "--smoke", "--labels", str(tmp_path), "--base", policy,
                       "--out", str(out))  # fmt: skip
     report = json.loads((out / "report.json").read_text())
     assert set(report["quality"]) == {"train", "validation", "test"}

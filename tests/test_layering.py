@@ -1,10 +1,9 @@
 """The house's import rules, read from the source with ``ast`` (no third-party tool).
 
 Imports point one way, down: ground <- engines <- policies, scorers <- search <- api <- arith <-
-the benchmark rooms <- prm, planner, perf, conformance, serve, viewer <- the arithmetic training and
-the PRM kit at real size (which use both the kit and perf) <- cli. The benchmark rooms stack
-too: grading <- datasets <- sweeps, prm_eval (siblings) <- analysis <- the ``benchmarks`` package
-itself (its public API). Policies and scorers are siblings (neither
+the benchmark rooms <- prm, planner, conformance, serve, viewer, export, distill <- cli. The
+benchmark rooms stack too: grading <- datasets <- sweeps, prm_eval (siblings) <- analysis <- the
+``benchmarks`` package itself (its public API). Policies and scorers are siblings (neither
 imports the other; what both need lives in ``engines``), so are the rooms of the top floor (the
 checks for new parts, ``conformance``, are imported only by the command line). Strategies import
 only the search core and the ground floor; the search core sees backends only through their
@@ -48,17 +47,14 @@ FLOORS = {
     "benchmarks": 10,
     "prm": 11,
     "planner": 11,
-    "perf": 11,
     "conformance": 11,
     "serve": 11,
     "viewer": 11,
     "export": 11,
     "distill": 11,
-    "arith.training": 12,
-    "perf.prm_kit": 12,
-    "cli": 13,
+    "cli": 12,
 }
-TOP_ROOMS = ("prm", "planner", "perf", "conformance", "serve", "viewer", "export", "distill")
+TOP_ROOMS = ("prm", "planner", "conformance", "serve", "viewer", "export", "distill")
 SIBLINGS = {
     frozenset({"policies", "scorers"}),
     frozenset({"benchmarks.sweeps", "benchmarks.prm_eval"}),
@@ -233,8 +229,8 @@ def test_checks_catch_what_they_should():
     assert allowed("prmsearch.policies.hf", "prmsearch.search.driver")
     assert allowed("prmsearch.scorers.hf", "prmsearch.policies.hf")
     assert allowed("prmsearch.search.driver", "prmsearch.policies.hf")
-    assert allowed("prmsearch.perf.suite", "prmsearch.arith.training.prm_train")
-    assert allowed("prmsearch.perf.suite", "prmsearch.conformance")
+    assert allowed("prmsearch.serve.app", "prmsearch.cli")
+    assert allowed("prmsearch.prm.labelling", "prmsearch.conformance")
     assert allowed("prmsearch.benchmarks.sweeps.sweep", "prmsearch.conformance")
     assert allowed("prmsearch.conformance", "prmsearch.benchmarks.datasets") is None
     assert allowed("prmsearch.cli", "prmsearch.conformance") is None
@@ -243,8 +239,8 @@ def test_checks_catch_what_they_should():
     assert allowed("prmsearch.benchmarks.sweeps.recipes", "prmsearch.planner.fit")
     assert allowed("prmsearch.benchmarks.sweeps.sweep", "prmsearch.benchmarks.prm_eval.processbench")
     assert allowed("prmsearch.planner.fit", "prmsearch.benchmarks.sweeps.results") is None
-    assert allowed("prmsearch.prm.labelling", "prmsearch.arith.training.labels")
-    assert allowed("prmsearch.arith.training.labels", "prmsearch.prm.labelling") is None
+    assert allowed("prmsearch.prm.labelling", "prmsearch.cli.prm_kit")
+    assert allowed("prmsearch.cli.prm_kit", "prmsearch.prm.labelling") is None
     assert area("prmsearch.benchmarks") == "benchmarks"
     assert area("prmsearch.benchmarks.sweeps.sweep") == "benchmarks.sweeps"
     assert strongly_connected({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
@@ -290,3 +286,30 @@ def test_a_module_over_500_lines_says_why_in_its_docstring():
             unexplained.append(f"{path.relative_to(SRC)} ({text.count(chr(10))} lines)")
     assert not unexplained, ("split these, or say in the docstring 'Why one module over 500 lines: ...': "
                              + ", ".join(unexplained))
+
+
+#: The lab beside the package: what made our figures and the embedded models. The wheel holds
+#: none of it, so the package may never import it.
+LAB_FOLDERS = ("benchmarks", "training")
+
+
+def lab_imports(path: Path) -> list[tuple[str, int]]:
+    """Absolute imports of a lab folder's modules in one file, with line numbers."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [(name, node.lineno) for name in names if name.split(".")[0] in LAB_FOLDERS]
+    return found
+
+
+def test_the_package_never_imports_the_lab():
+    problems = [f"{path.relative_to(ROOT)}:{line}: imports {name}, which the wheel does not hold"
+                for path in all_modules().values() for name, line in lab_imports(path)]
+    assert not problems, "\n".join(problems)
+    lab = [p for folder in LAB_FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))]
+    assert lab and any(lab_imports(p) for p in lab)  # the rule reads real imports

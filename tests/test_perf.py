@@ -1,4 +1,4 @@
-"""``prmsearch perf``: one table with a row per figure, targets held, every figure in the JSON."""
+"""``python -m benchmarks.perf``: one table with a row per figure, thresholds held, every figure in JSON."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import re
 
 import pytest
 
-from prmsearch.cli import main
-from prmsearch.perf.suite import (
+from benchmarks.perf import main
+from benchmarks.suite import (
     MEASURES,
-    TARGETS,
+    THRESHOLDS,
     PerfConfig,
     PerfRow,
-    Target,
+    Threshold,
     engine_ratio_rows,
     equal_compute_rows,
     gpu_rows,
 )
 
-HEADER = "| measure | prmsearch | baseline | ratio or figure | target | met? |"
+HEADER = "| measure | prmsearch | baseline | ratio or figure | threshold | holds? |"
 
 
 def write_summary(folder) -> None:
@@ -63,7 +63,7 @@ def test_perf_quick_end_to_end(tmp_path, capsys):
     gpu.write_text(json.dumps(gpu_report()))
     out = tmp_path / "perf.json"
     # engine-ratio starts vLLM engines: its own test runs in tests/vllm on the shared engine
-    code = main(["perf", "--quick", "--threads", "1", "--results", str(results), "--gpu-json", str(gpu),
+    code = main(["--quick", "--threads", "1", "--results", str(results), "--gpu-json", str(gpu),
                  "--json", str(out), "--skip", "engine-ratio"])
     text = capsys.readouterr().out
     assert code == 0, text
@@ -76,14 +76,14 @@ def test_perf_quick_end_to_end(tmp_path, capsys):
     assert measures.count("overhead") == 4
     assert measures.count("prefix-reuse") == 3 and measures.count("incremental-prm") == 2
     for row in rows:
-        measure, figure, target, met = row[0].split(":")[0], row[3], row[4], row[5]
-        if measure in TARGETS:
-            assert target == TARGETS[measure].text()
-            assert met in ("yes", "no") or met.startswith("n/a (depth") or met == "no (answers differ)"
+        measure, figure, threshold, holds = row[0].split(":")[0], row[3], row[4], row[5]
+        if measure in THRESHOLDS:
+            assert threshold == THRESHOLDS[measure].text()
+            assert holds in ("yes", "no") or holds.startswith("n/a (depth") or holds == "no (answers differ)"
             number = float(re.match(r"[\d.]+", figure).group())
             assert number > 0 and math.isfinite(number)
         else:
-            assert target == "-" and met == "-"
+            assert threshold == "-" and holds == "-"
     data = json.loads(out.read_text())
     assert len(data["rows"]) == len(rows)
     figures = data["figures"]
@@ -100,7 +100,7 @@ def test_perf_quick_end_to_end(tmp_path, capsys):
 
 
 def test_perf_without_results_or_gpu_says_how_to_get_them(capsys):
-    code = main(["perf", "--skip", "overhead,arith,backends,engine-ratio"])
+    code = main(["--skip", "overhead,arith,backends,engine-ratio"])
     text = capsys.readouterr().out
     assert code == 0
     rows = table_rows(text)
@@ -110,20 +110,20 @@ def test_perf_without_results_or_gpu_says_how_to_get_them(capsys):
 
 
 def test_perf_rejects_unknown_skip_and_missing_results(tmp_path, capsys):
-    assert main(["perf", "--skip", "overhead,typo"]) == 2
+    assert main(["--skip", "overhead,typo"]) == 2
     assert "unknown measure(s) to skip: typo" in capsys.readouterr().err
-    assert main(["perf", "--skip", "overhead,arith,backends,gpu", "--results", str(tmp_path)]) == 2
+    assert main(["--skip", "overhead,arith,backends,gpu", "--results", str(tmp_path)]) == 2
     assert "no summary at" in capsys.readouterr().err
 
 
 def test_targets_and_verdicts():
-    assert TARGETS["overhead"].text() == "<= 20 us/node"
-    assert TARGETS["prefix-reuse"].text() == ">= 10x at depth >= 8"
-    assert TARGETS["overhead"].verdict(19.9) == "yes" and TARGETS["overhead"].verdict(20.1) == "no"
-    assert TARGETS["batching"].verdict(4.0) == "yes" and TARGETS["batching"].verdict(3.9) == "no"
-    assert TARGETS["incremental-prm"].verdict(9.0, depth=7) == "n/a (depth 7 < 8)"
-    assert TARGETS["incremental-prm"].verdict(4.0, depth=10) == "no"
-    assert Target(2.0).verdict(2.0, depth=1) == "yes"  # no depth condition
+    assert THRESHOLDS["overhead"].text() == "<= 20 us/node"
+    assert THRESHOLDS["prefix-reuse"].text() == ">= 10x at depth >= 8"
+    assert THRESHOLDS["overhead"].verdict(19.9) == "yes" and THRESHOLDS["overhead"].verdict(20.1) == "no"
+    assert THRESHOLDS["batching"].verdict(4.0) == "yes" and THRESHOLDS["batching"].verdict(3.9) == "no"
+    assert THRESHOLDS["incremental-prm"].verdict(9.0, depth=7) == "n/a (depth 7 < 8)"
+    assert THRESHOLDS["incremental-prm"].verdict(4.0, depth=10) == "no"
+    assert Threshold(2.0).verdict(2.0, depth=1) == "yes"  # no depth condition
 
 
 def test_gpu_and_equal_compute_rows_without_inputs():
@@ -132,24 +132,24 @@ def test_gpu_and_equal_compute_rows_without_inputs():
     (row,) = gpu_rows(None, has_gpu=True)
     assert row.prmsearch.startswith("not measured yet")
     (row,) = equal_compute_rows(None)
-    assert isinstance(row, PerfRow) and row.met == "-"
+    assert isinstance(row, PerfRow) and row.holds == "-"
     (row,) = engine_ratio_rows(None, "vLLM is not installed")
     assert row.measure == "engine-ratio" and row.prmsearch == "not measured: vLLM is not installed"
 
 
 def test_engine_ratio_rows_hold_each_engine_to_its_target():
-    from prmsearch.perf.engine_ratio import RatioFigures
+    from benchmarks.engine_ratio import RatioFigures
 
     offline = RatioFigures("vllm", "beam", 32, 10.0, 40_000, 4.0, 40_000, 0.9)  # 4,000 vs 10,000 tok/s
     server = RatioFigures("openai", "best_of_n", 32, 5.0, 40_000, 3.5, 40_000, 0.8)
     rows = engine_ratio_rows([offline, server])
-    verdicts = [(r.figure, r.target, r.met) for r in rows]
+    verdicts = [(r.figure, r.threshold, r.holds) for r in rows]
     assert verdicts == [("0.40", ">= 0.8", "no"), ("0.70", ">= 0.7", "yes")]
     assert "offline vLLM engine" in rows[0].label and "vLLM OpenAI server" in rows[1].label
 
 
 def test_real_model_ratio_rows_report_prm_rate_prefix_hits_and_idle_engine():
-    from prmsearch.perf.engine_ratio import RatioFigures
+    from benchmarks.engine_ratio import RatioFigures
 
     real = RatioFigures("vllm", "beam", 8, 100.0, 5_000, 40.0, 5_000, 0.25, "gsm8k (qwen)",
                         prm_tokens=20_000, prompt_tokens_cached=3_000,
@@ -168,14 +168,14 @@ def test_ratio_rows_split_the_gap_at_the_raw_call_to_eos():
     the search: framework / raw to EOS is what the search itself loses."""
     import math
 
-    from prmsearch.perf.engine_ratio import RatioFigures, table
+    from benchmarks.engine_ratio import RatioFigures, table
 
     f = RatioFigures("vllm", "best_of_n", 4, 100.0, 20_000, 80.0, 20_000, 0.3, "gsm8k (qwen)",
                      budget=16, natural_s=100.0, natural_tokens=21_000)
     assert f.ratio == 0.8 and f.natural_tok_s == 210.0 and abs(f.natural_ratio - 200 / 210) < 1e-12
     (row,) = engine_ratio_rows([f])
     assert "raw to EOS 210 tokens/s, framework / raw to EOS 0.95" in row.label
-    assert row.figure == "0.80"  # the target stays held against the rectangular call
+    assert row.figure == "0.80"  # the threshold stays held against the rectangular call
     assert "| 210 | 0.95 |" in table([f])
     unmeasured = RatioFigures("vllm", "beam", 4, 1.0, 10, 1.0, 10, 0.0)
     assert math.isnan(unmeasured.natural_ratio)
@@ -183,7 +183,7 @@ def test_ratio_rows_split_the_gap_at_the_raw_call_to_eos():
 
 
 def test_a_real_recipe_without_a_vllm_policy_is_refused_by_name(tmp_path):
-    from prmsearch.perf.engine_ratio import EngineRatioConfig, recipe_workload
+    from benchmarks.engine_ratio import EngineRatioConfig, recipe_workload
 
     recipe = tmp_path / "hf.yaml"
     recipe.write_text("name: x\npolicy: {backend: hf, model: some/model}\nprm: {family: "
@@ -194,8 +194,7 @@ def test_a_real_recipe_without_a_vllm_policy_is_refused_by_name(tmp_path):
 
 
 def test_perf_cli_passes_the_ratio_flags_to_the_engine_ratio_config(monkeypatch, capsys):
-    import prmsearch.perf.suite as suite
-    from prmsearch.cli import main
+    import benchmarks.suite as suite
 
     seen = {}
 
@@ -204,7 +203,7 @@ def test_perf_cli_passes_the_ratio_flags_to_the_engine_ratio_config(monkeypatch,
         return suite.PerfReport([], {})
 
     monkeypatch.setattr(suite, "run_perf", fake_run)
-    assert main(["perf", "--real-recipe", "r.yaml", "--ratio-problems", "3", "--ratio-budget", "4",
+    assert main(["--real-recipe", "r.yaml", "--ratio-problems", "3", "--ratio-budget", "4",
                  "--ratio-engines", "vllm", "--ratio-strategies", "beam,best_of_n"]) == 0
     e = seen["cfg"].engine_ratio
     assert (e.recipe, e.problems, e.budget, e.engines, e.strategies) == (

@@ -136,7 +136,7 @@ def test_arith_phrased_dataset_has_the_test_answers_in_heldout_phrasings():
 
 
 def test_training_mix_is_a_stable_share():
-    from prmsearch.arith.training.policy_train import (
+    from training.arith.policy_train import (
         TrainConfig,
         build_config,
         train_command,
@@ -157,7 +157,7 @@ def test_training_mix_is_a_stable_share():
 
 
 def test_policy_eval_rejects_an_unknown_phrasing():
-    from prmsearch.arith.training.policy_eval import EvalConfig
+    from training.arith.policy_eval import EvalConfig
 
     assert EvalConfig(phrasing="heldout").phrasing == "heldout"
     with pytest.raises(ValueError, match="phrasing must be one of"):

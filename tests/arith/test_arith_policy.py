@@ -19,11 +19,11 @@ def test_metadata_records_format_and_command():
     meta = json.loads((default_policy_path() / "prmsearch.json").read_text())
     assert meta["prompt_format"] == "plain"
     assert meta["delimiter"] == "\n\n" and meta["eos"] == "<|im_end|>"
-    assert meta["trained_with"].startswith("python scripts/train_arith.py policy")
+    assert meta["trained_with"].startswith("python -m training.train_arith policy")
 
 
 def test_shipped_policy_greedy_solves_some_test_problems():
-    from prmsearch.arith.training.policy_eval import generate_solutions, load_policy
+    from training.arith.policy_eval import generate_solutions, load_policy
 
     model, tok = load_policy(default_policy_path())
     assert model.config.vocab_size == len(tok)
@@ -37,7 +37,7 @@ def test_shipped_policy_greedy_solves_some_test_problems():
 def test_policy_stops_at_delimiter_then_eos():
     import torch
 
-    from prmsearch.arith.training.policy_eval import load_policy
+    from training.arith.policy_eval import load_policy
 
     model, tok = load_policy(default_policy_path())
     p = load_split("test", 1)[0]
@@ -54,7 +54,7 @@ def test_missing_policy_error_names_file_and_command(tmp_path, monkeypatch):
     from prmsearch.arith import models
 
     monkeypatch.setattr(models, "_models_dir", lambda: tmp_path)
-    with pytest.raises(ShippedModelError, match=r"train_arith\.py policy"):
+    with pytest.raises(ShippedModelError, match=r"training\.train_arith policy"):
         models.default_policy_path()
     (tmp_path / "policy").mkdir()
     with pytest.raises(ShippedModelError, match=r"config\.json"):
@@ -62,8 +62,8 @@ def test_missing_policy_error_names_file_and_command(tmp_path, monkeypatch):
 
 
 def test_smoke_training_runs_end_to_end(tmp_path):
-    from prmsearch.arith.training.policy_eval import EvalConfig, evaluate_policy
-    from prmsearch.cli.arith import train_policy_main as main
+    from training.arith.commands import train_policy_main as main
+    from training.arith.policy_eval import EvalConfig, evaluate_policy
 
     out = tmp_path / "policy"
     assert main(["policy", "--smoke", "--out", str(out), "--save-at", "2"]) == 0
@@ -82,11 +82,11 @@ def test_retrain_hint_matches_the_recorded_command():
 
 
 def test_train_command_reproduces_config():
-    from prmsearch.arith.training.policy_train import TrainConfig, build_config, smoke_config, train_command
+    from training.arith.policy_train import TrainConfig, build_config, smoke_config, train_command
 
     cfg = build_config(steps=675, lr_horizon=1000, seed=0)
     assert train_command(cfg, "d") == (
-        "python scripts/train_arith.py policy --out d --steps 675 --lr-horizon 1000 --seed 0"
+        "python -m training.train_arith policy --out d --steps 675 --lr-horizon 1000 --seed 0"
     )
     assert train_command(smoke_config(), "d").endswith("--out d --smoke")
     with pytest.raises(ValueError, match="CLI cannot set"):
@@ -95,7 +95,7 @@ def test_train_command_reproduces_config():
 
 def test_shipped_policy_reads_phrasings_it_never_trained_on():
     from prmsearch.arith.phrasing import phrased_split
-    from prmsearch.arith.training.policy_eval import generate_solutions, load_policy
+    from training.arith.policy_eval import generate_solutions, load_policy
 
     meta = json.loads((default_policy_path() / "prmsearch.json").read_text())
     assert meta["train_config"]["phrased"] > 0

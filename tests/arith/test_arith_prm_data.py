@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from prmsearch.arith.problems import load_split
-from prmsearch.arith.training.evaluate import first_error_report, predicted_first_error
-from prmsearch.arith.training.labels import LabelSource, RolloutConfig, checker_labels, label_solutions
 from prmsearch.policies.scripted import ScriptedPolicy
+from training.arith.evaluate import first_error_report, predicted_first_error
+from training.arith.labels import LabelSource, RolloutConfig, checker_labels, label_solutions
 
 PROBLEM = load_split("test", 1)[0]  # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32 (boxed)
 GOLD = PROBLEM.gold_steps
@@ -72,10 +72,9 @@ def test_prm_pipeline_smoke_run(tmp_path):
     from pathlib import Path
 
     out = tmp_path / "prm"
-    script = Path(__file__).resolve().parents[2] / "scripts" / "train_arith_prm.py"
     subprocess.run(
-        [sys.executable, str(script), "--out", str(out), "--smoke"],
-        check=True,
+        [sys.executable, "-m", "training.train_arith_prm", "--out", str(out), "--smoke"],
+        cwd=Path(__file__).resolve().parents[2], check=True,
         capture_output=True,
         text=True,
         timeout=600,
@@ -85,7 +84,7 @@ def test_prm_pipeline_smoke_run(tmp_path):
     assert report["references"]["exact checker (oracle)"]["f1"] == 1.0
     assert (out / "prm-checker" / "model.safetensors").exists()
     # chosen on validation; the test split is read once, for the chosen PRM (and references)
-    from prmsearch.arith.training.pipeline import best_source
+    from training.arith.pipeline import best_source
 
     assert report["chosen"] == best_source(report) in report["prms"]
     assert set(report["test"]) == {f"PRM: {report['chosen']}", "policy-confidence (no PRM)",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from prmsearch.arith.problems import load_split
-from prmsearch.arith.training.dense_targets import dense_targets, first_wrong_offset
-from prmsearch.arith.training.labels import checker_labels
+from training.arith.dense_targets import dense_targets, first_wrong_offset
+from training.arith.labels import checker_labels
 
 PROBLEM = load_split("test", 1)[0]  # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32 (boxed)
 GOLD = PROBLEM.gold_steps
@@ -87,7 +87,7 @@ def test_step_arithmetic_judges_a_step_on_its_own_operands():
 
 
 def test_local_targets_label_result_digits_by_their_own_arithmetic(fmt):
-    from prmsearch.arith.training.dense_targets import local_targets
+    from training.arith.dense_targets import local_targets
 
     steps = (GOLD[0], "24 - 5 = 18", "18 + 13 = 31. The answer is \\boxed{31}")
     dense = local_targets(fmt, PROBLEM.question, steps)
@@ -101,7 +101,7 @@ def test_corrupted_gold_with_a_step_error_rate_has_several_wrong_results():
     import numpy as np
 
     from prmsearch.arith.checker import step_arithmetic
-    from prmsearch.arith.training.labels import corrupted_gold
+    from training.arith.labels import corrupted_gold
 
     problems = load_split("train", 200)
     solutions = corrupted_gold(problems, np.random.default_rng(0), step_error_rate=0.3)
@@ -116,7 +116,7 @@ def test_step_targets_mark_the_wrong_part_of_each_step(fmt):
     """Every part of a step is judged locally: the value it starts from against the previous
     written result, the operation and the operand against the problem's, the result against the
     step's own arithmetic. A wrong operand with a right result for it marks only the operand."""
-    from prmsearch.arith.training.dense_targets import step_targets
+    from training.arith.dense_targets import step_targets
 
     # 12 * 2 = 24 | 24 - 5 = 19 | 19 + 13 = 32: step 1 subtracts 6 (its result right for 6),
     # step 2 adds where the problem adds, from the written 18: right locally
@@ -141,7 +141,7 @@ def test_corrupted_gold_of_every_kind_has_operand_and_operation_errors():
     import numpy as np
 
     from prmsearch.arith.checker import step_arithmetic
-    from prmsearch.arith.training.labels import corrupted_gold
+    from training.arith.labels import corrupted_gold
 
     problems = load_split("train", 200)
     solutions = corrupted_gold(problems, np.random.default_rng(0), step_error_rate=0.3, results_only=False)
@@ -161,9 +161,9 @@ def test_training_examples_carry_step_targets(fmt):
     """``dense_mode="steps"``: the training examples hold the step targets of every solution."""
     import numpy as np
 
-    from prmsearch.arith.training.dense_targets import step_targets
-    from prmsearch.arith.training.labels import corrupted_gold
-    from prmsearch.arith.training.prm_train import PRMTrainConfig, encode_examples
+    from training.arith.dense_targets import step_targets
+    from training.arith.labels import corrupted_gold
+    from training.arith.prm_train import PRMTrainConfig, encode_examples
 
     problems = load_split("train", 5)
     solutions = corrupted_gold(problems, np.random.default_rng(1), step_error_rate=0.5, results_only=False)

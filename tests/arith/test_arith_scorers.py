@@ -8,8 +8,8 @@ import pytest
 
 from prmsearch.arith.oracle import CheckerScorer, parse_question
 from prmsearch.arith.problems import load_split
-from prmsearch.arith.training.labels import corrupted_gold
 from prmsearch.scorers.base import ScoreRequest
+from training.arith.labels import corrupted_gold
 
 PROBLEMS = load_split("test", 40)
 

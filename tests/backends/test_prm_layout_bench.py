@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from prmsearch.perf.prm_layout import LayoutBenchConfig, figure_lines, run_layout_bench
+from benchmarks.prm_layout import LayoutBenchConfig, figure_lines, run_layout_bench
 
 
 def _write_rows(path, problems: int = 3) -> None:

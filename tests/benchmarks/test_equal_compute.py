@@ -137,7 +137,7 @@ def test_bench_summary_md_shows_accuracy_at_equal_compute(tmp_path):
 
 
 def test_perf_has_one_equal_compute_row_per_level_with_a_comparison():
-    from prmsearch.perf.suite import equal_compute_rows
+    from benchmarks.suite import equal_compute_rows
 
     rows = equal_compute_rows(equal_compute(HAND_MADE), "toy")
     # levels 1e8 (greedy 0.70 at its own FLOPs), 4e8 (mcts cannot reach: measured at 3e8 only;

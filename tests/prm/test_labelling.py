@@ -345,7 +345,7 @@ def test_mc_counts_fresh_rollouts_only(tmp_path):
 def test_label_quality_against_the_checker(tmp_path):
     """MC labels of the embedded policy's solutions, scored against the exact checker."""
     from prmsearch.arith.problems import load_split
-    from prmsearch.arith.training.label_quality import label_quality, markdown
+    from training.arith.label_quality import label_quality, markdown
 
     problem = load_split("train", 1)[0]
     steps = list(problem.gold_steps)
@@ -383,7 +383,7 @@ def test_arith_judge_labels_through_the_cli(tmp_path, capsys):
     """The embedded policy as the re-deriving model (a weak judge: its errors are its own): every
     solution gets a parsable verdict, and label_quality scores it against the checker."""
     from prmsearch.arith.models import default_policy_path
-    from prmsearch.arith.training.label_quality import label_quality
+    from training.arith.label_quality import label_quality
 
     out = tmp_path / "judged"
     args = ["label", "--method", "judge", "--split", "validation", "--limit", "3", "--samples", "2",

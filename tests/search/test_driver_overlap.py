@@ -119,7 +119,7 @@ def test_overlap_must_be_a_positive_int():
 
 
 def test_the_schedule_measurement_reports_every_schedule_on_the_same_answers():
-    from prmsearch.perf.schedules import DEFAULT_SCHEDULES, measure_schedules
+    from benchmarks.schedules import DEFAULT_SCHEDULES, measure_schedules
 
     policy, scorer = synthetic_backends(depth=3)
     cleared = []

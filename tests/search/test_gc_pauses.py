@@ -7,8 +7,8 @@ import gc
 
 import pytest
 
+from benchmarks.overhead import InstantPolicy, InstantScorer
 from prmsearch.api import Searcher
-from prmsearch.perf.overhead import InstantPolicy, InstantScorer
 from prmsearch.search.gc_pauses import GC_THRESHOLD, fewer_gc_pauses
 
 

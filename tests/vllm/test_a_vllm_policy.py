@@ -170,8 +170,8 @@ def test_async_search_on_the_offline_engine_equals_rounds(vllm_policy, hf_prm, q
 
 
 def test_the_engine_ratio_measures_the_search_against_one_raw_call(vllm_policy, hf_prm):
+    from benchmarks.engine_ratio import EngineRatioConfig, measure_engine
     from prmsearch.arith.problems import load_split
-    from prmsearch.perf.engine_ratio import EngineRatioConfig, measure_engine
 
     cfg = EngineRatioConfig(problems=3, budget=4, engines=("vllm",), strategies=("best_of_n", "beam"))
     figures = measure_engine("vllm", vllm_policy, hf_prm, load_split("test", 3), cfg, log=lambda m: None)

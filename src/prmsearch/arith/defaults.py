@@ -16,7 +16,7 @@ from prmsearch.arith.phrasing import parse_phrased
 from prmsearch.arith.problems import ProblemConfig
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
-PRM_RETRAIN_COMMAND = "python scripts/train_arith_prm.py --out runs/prm-final --ship"
+PRM_RETRAIN_COMMAND = "python -m training.train_arith_prm --out runs/prm-final --ship"
 _PRM_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 #: The trained domain: a start value and 3 to 8 operations (``ProblemConfig``'s defaults), in any
 #: phrasing `prmsearch.arith.phrasing` knows; the policy never saw shorter or longer chains and

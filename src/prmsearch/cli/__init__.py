@@ -1,6 +1,6 @@
 """The ``prmsearch`` command: every subcommand's parser lives in this package (``solve`` and
 ``strategies``, ``bench``, ``aggregate`` and ``eval-prm`` in :mod:`prmsearch.cli.evaluate`,
-``plan``, ``perf``, ``export`` and ``train-policy``, ``label`` and ``train-prm``, ``serve``, ``view``).
+``plan``, ``export`` and ``train-policy``, ``label`` and ``train-prm``, ``serve``, ``view``).
 
 Errors: a bad flag value never ends in a traceback. It is one line on stderr that names the flag,
 the value, what is wrong and the fix (:class:`FlagError`), and the exit status is 2; argparse's
@@ -141,13 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _benchmark_commands(sub) -> None:
     from prmsearch.cli.evaluate import register_commands
     from prmsearch.cli.export import register_export_command
-    from prmsearch.cli.perf import register_perf_command
     from prmsearch.cli.plan import register_plan_command
     from prmsearch.cli.train_policy import register_train_policy_command
 
     register_commands(sub)
     register_plan_command(sub)
-    register_perf_command(sub)
     register_export_command(sub)
     register_train_policy_command(sub)
 

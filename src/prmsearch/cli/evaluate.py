@@ -1,5 +1,4 @@
-"""The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands (``perf`` lives in
-:mod:`prmsearch.cli.perf`).
+"""The ``prmsearch aggregate`` and ``prmsearch eval-prm`` subcommands.
 
 ``register_commands(subparsers)`` adds them to the CLI's argparse subparsers. Each command maps
 its flags onto the frozen config of its module

@@ -27,7 +27,7 @@ def fewer_gc_pauses() -> Iterator[None]:
 
     The loop allocates many short-lived, acyclic objects (requests, step tuples, scores) that
     reference counting frees at once; each cyclic collection also walks the growing trees. With
-    instant backends that took about a quarter of the driver's time (`prmsearch.perf.overhead`).
+    instant backends that took about a quarter of the driver's time (`benchmarks.overhead`).
     """
     global _gc_users, _gc_saved
     with _gc_lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ["POLICY_RETRAIN_COMMAND", "ShippedModelError", "default_policy_path"]
 
 POLICY_RETRAIN_COMMAND = (
-    "python scripts/train_arith.py policy --out src/prmsearch/arith/models/policy "
+    "python -m training.train_arith policy --out src/prmsearch/arith/models/policy "
     "--steps 900 --lr-horizon 1000 --seed 0 --phrased 0.5 --vocab-size 256"
 )
 _POLICY_FILES = (

@@ -1,11 +1,11 @@
 """Measure the transformers backends side by side in one run and print one table.
 
-    python scripts/bench_backends.py [--quick] [--threads 1] [--json out.json]
+    python -m benchmarks.bench_backends [--quick] [--threads 1] [--json out.json]
 
 PRM throughput batched vs one by one, PRM tokens computed with incremental scoring vs full
 re-scoring along a beam search, and policy prompt tokens with vs without prefix reuse (plus the
 naive n x prompt count), on random-weight Qwen2 models built in place (see
-``prmsearch.perf.backend_bench`` for what exactly is measured).
+``benchmarks.backend_bench`` for what exactly is measured).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    from prmsearch.perf.backend_bench import BackendBenchConfig, run_backend_bench
+    from benchmarks.backend_bench import BackendBenchConfig, run_backend_bench
 
     cfg = BackendBenchConfig.quick() if args.quick else BackendBenchConfig.full()
     start = time.perf_counter()

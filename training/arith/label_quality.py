@@ -7,7 +7,7 @@ whether its first-error position equals the checker's (first-error accuracy), an
 step labelled wrong as a positive, the step-level precision and recall of "wrong" against the
 checker's labels; plus how many solutions the source kept (its retention).
 
-    python -m prmsearch.cli.arith label-quality runs/labels-arith-.../labels.jsonl [--thresholds 0,0.5]
+    python -m training.arith label-quality runs/labels-arith-.../labels.jsonl [--thresholds 0,0.5]
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from prmsearch.arith.problems import ArithProblem, load_split
-from prmsearch.arith.training.labels import checker_labels
 from prmsearch.benchmarks.prm_eval.prm_bias import first_error_of
 from prmsearch.prm.labelling import first_error_from_values, labels_from_first_error
+from training.arith.labels import checker_labels
 
 
 @dataclass

@@ -279,7 +279,7 @@ def _open(engine: str, work: Workload, cfg: EngineRatioConfig, log: Log
 
         policy = VLLMPolicy(work.model, **work.engine_args)
         return policy, policy.close, None
-    from prmsearch.perf.engines import _Server
+    from benchmarks.engines import _Server
     from prmsearch.policies.openai import OpenAIPolicy
 
     server = _Server(work.model, cfg.server_start_s, log, dev_mode=True, served=work.served,

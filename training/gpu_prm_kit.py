@@ -1,5 +1,5 @@
-"""The command line of the PRM kit at real model size (:mod:`prmsearch.perf.prm_kit`), run as
-``python scripts/gpu_prm_kit.py``: flags, the time estimate and refusal, then the three phases."""
+"""The command line of the PRM kit at real model size (:mod:`training.prm_kit`), run as
+``python -m training.gpu_prm_kit``: flags, the time estimate and refusal, then the three phases."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from prmsearch.perf import prm_kit
-from prmsearch.perf.prm_kit import (
+from training import prm_kit
+from training.prm_kit import (
     BASE_SHAPES,
     Kit,
     KitConfig,
@@ -28,7 +28,7 @@ from prmsearch.perf.prm_kit import (
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gpu_prm_kit.py", description=prm_kit.__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.gpu_prm_kit", description=prm_kit.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="tiny models and sizes on the CPU (CI)")
     parser.add_argument("--out", default=None, help="write the figures to this JSON file")
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     prompt = max(policy_prompt_tokens(p.question) for p in load_split("train", min(cfg.problems, 64)))
     parts = estimate(cfg, prompt)
     total = sum(parts.values())
-    log("estimate on an H200 (conservative rates, see prmsearch.perf.prm_kit.Rates): "
+    log("estimate on an H200 (conservative rates, see training.prm_kit.Rates): "
         + ", ".join(f"{k} {v:.0f} s" for k, v in parts.items()) + f"; total {total / 60:.1f} min")
     if args.small:
         log("--small: the estimate is for the real sizes' rates; tiny models take seconds")

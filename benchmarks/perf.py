@@ -1,13 +1,19 @@
-"""``prmsearch perf``: every speed measurement in one table (see :mod:`prmsearch.perf.suite`)."""
+"""Every speed measurement in one table (see :mod:`benchmarks.suite`), from the repository root:
+
+    python -m benchmarks.perf --quick                 # tiny sizes, well under a minute
+    python -m benchmarks.perf --json perf.json        # the full suite (about half an hour on 2 cores)
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prmsearch.cli.errors import CliParser
 from prmsearch.cli.evaluate import csv_of, fail, input_errors
 
 
@@ -16,7 +22,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from prmsearch.perf.suite import PerfConfig, run_perf
+    from benchmarks.suite import PerfConfig, run_perf
 
     start = time.perf_counter()
 
@@ -57,18 +63,17 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_perf_command(sub: argparse._SubParsersAction) -> None:
-    """Add ``perf`` to the ``prmsearch`` CLI's subparsers."""
-    from prmsearch.perf.suite import MEASURES, SOURCES
+def build_parser() -> argparse.ArgumentParser:
+    """The suite's flags."""
+    from benchmarks.suite import MEASURES, SOURCES
 
-    parser = sub.add_parser(
-        "perf",
-        help="the performance measures (overhead, batching, reuse, equal compute, GPU) in one table",
+    parser = CliParser(
+        prog="python -m benchmarks.perf",
         description=(
             "Runs the driver-overhead suite, the embedded-model engine run (batched vs one at a "
             "time, prefix reuse, incremental PRM scoring), the random-weight depth-10 search, reads "
             "accuracy at equal compute from a bench results folder and GPU figures from "
-            "scripts/gpu_bench.py's JSON, and prints one row per figure with its target."
+            "scripts/gpu_bench.py's JSON, and prints one row per figure with its threshold."
         ),
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (tests; well under a minute)")
@@ -96,4 +101,13 @@ def register_perf_command(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--ratio-strategies", type=csv_of(str), default=None,
                         help="engine-ratio strategies: beam, particle_filter, best_of_n")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every figure to this JSON file")
-    parser.set_defaults(func=cmd_perf)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the flags and run the suite; the exit status."""
+    return cmd_perf(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

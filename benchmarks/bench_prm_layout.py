@@ -1,12 +1,12 @@
 """Print PRM tokens/s of packed against padded forwards, and the time of a call whose shared
 question runs once against by every input, on saved real solutions.
 
-    python scripts/bench_prm_layout.py --samples RUNS/bon16.jsonl \
+    python -m benchmarks.bench_prm_layout --samples RUNS/bon16.jsonl \
         --prm ~/.cache/prmsearch/prms/qwen2.5-coder-0.5b-gsm8k-mc-head-432 --family qwen-prm \
         [--problems 8] [--threads 2] [--workloads whole,steps,shared]
 
 ``--samples`` is a file of ``prmsearch aggregate`` rows (a best-of-16 run's samples restored with
-``scripts/export_samples.py restore``). See :mod:`prmsearch.perf.prm_layout`.
+``scripts/export_samples.py restore``). See :mod:`benchmarks.prm_layout`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from prmsearch.perf.prm_layout import LayoutBenchConfig, figure_lines, run_layout_bench
+from benchmarks.prm_layout import LayoutBenchConfig, figure_lines, run_layout_bench
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The whole PRM experiment: label policy samples three ways, train one PRM per label source with
 the same budget, evaluate each, print the table, and optionally ship the best.
 
-    python scripts/train_arith_prm.py --out runs/prm [--ship] [--smoke] [--base DIR]
+    python -m training.train_arith_prm --out runs/prm [--ship] [--smoke] [--base DIR]
 
 Every PRM body starts from a base model: by default one of the policy's shape trained longer on
 gold solutions (``OUT/base``, trained first: the policy's recipe run to 1,400 steps), the way
@@ -23,16 +23,16 @@ import numpy as np
 from prmsearch.arith.checker import check_solution
 from prmsearch.arith.oracle import CheckerScorer
 from prmsearch.arith.problems import load_split
-from prmsearch.arith.training.evaluate import first_error_report, score_solutions, search_accuracy
-from prmsearch.arith.training.labels import (
+from training.arith.evaluate import first_error_report, score_solutions, search_accuracy
+from training.arith.labels import (
     LabelledSolution,
     LabelSource,
     RolloutConfig,
     corrupted_gold,
     label_solutions,
 )
-from prmsearch.arith.training.policy_train import TrainConfig, smoke_config, train_command, train_policy
-from prmsearch.arith.training.prm_train import PRMTrainConfig, train_prm
+from training.arith.policy_train import TrainConfig, smoke_config, train_command, train_policy
+from training.arith.prm_train import PRMTrainConfig, train_prm
 
 SOURCES = (LabelSource.CHECKER, LabelSource.MC, LabelSource.CONSENSUS)
 #: variants trained only when named in ``--variants`` (see the model card for their figures)

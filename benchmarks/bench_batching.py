@@ -1,11 +1,11 @@
 """Cross-problem batching, prefix reuse and incremental PRM scoring on the embedded models.
 
-    python scripts/bench_batching.py [--problems 64] [--n 16] [--scorer arith|policy-confidence]
+    python -m benchmarks.bench_batching [--problems 64] [--n 16] [--scorer arith|policy-confidence]
 
 Beam search (N=16, width 4) over the first problems of the arithmetic test split, run once
 batched by the driver and once one problem at a time with the same seeds (same answers), with
 token counts against the naive loops. Prints one markdown table. The same figures appear in
-``prmsearch perf`` (see ``prmsearch.perf.batching``).
+``python -m benchmarks.perf`` (see ``benchmarks.batching``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 
 import torch
 
-from prmsearch.perf.batching import ArithEngineConfig, run_arith_engine
+from benchmarks.batching import ArithEngineConfig, run_arith_engine
 
 
 def main() -> None:

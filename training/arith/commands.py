@@ -1,10 +1,10 @@
-"""Command lines of the embedded arithmetic models' training (:mod:`prmsearch.arith.training`):
+"""Command lines of the embedded arithmetic models' training (:mod:`training.arith`):
 how the shipped policy and PRM were made, and how their labels and accuracy are checked.
 
-    python scripts/train_arith.py policy --smoke --out /tmp/arith      # train_policy_main
-    python scripts/train_arith_prm.py --smoke --out /tmp/prm            # train_prm_main
-    python -m prmsearch.cli.arith eval-policy FOLDER --split validation --k 16
-    python -m prmsearch.cli.arith label-quality labels.jsonl --thresholds 0,0.25,0.5
+    python -m training.train_arith policy --smoke --out /tmp/arith      # train_policy_main
+    python -m training.train_arith_prm --smoke --out /tmp/prm            # train_prm_main
+    python -m training.arith eval-policy FOLDER --split validation --k 16
+    python -m training.arith label-quality labels.jsonl --thresholds 0,0.25,0.5
 
 The training modules hold the work; the parsers live here, with the rest of the command line.
 """
@@ -22,16 +22,17 @@ from pathlib import Path
 
 from prmsearch.arith.models import default_policy_path
 from prmsearch.arith.tokenizer import DEFAULT_VOCAB_SIZE, save_tokenizer, train_tokenizer
-from prmsearch.arith.training import label_quality, pipeline, policy_train
-from prmsearch.arith.training.pipeline import OPT_IN_VARIANTS, PipelineConfig, run
-from prmsearch.arith.training.policy_eval import PHRASINGS, EvalConfig, evaluate_policy
-from prmsearch.arith.training.policy_train import TrainConfig, build_config, train_command, train_policy
-from prmsearch.arith.training.prm_train import DENSE_MODES
+from training.arith import label_quality, pipeline, policy_train
+from training.arith.pipeline import OPT_IN_VARIANTS, PipelineConfig, run
+from training.arith.policy_eval import PHRASINGS, EvalConfig, evaluate_policy
+from training.arith.policy_train import TrainConfig, build_config, train_command, train_policy
+from training.arith.prm_train import DENSE_MODES
 
 
 def train_policy_main(argv: Sequence[str] | None = None) -> int:
     """CLI: ``policy`` trains and saves the policy; ``tokenizer`` saves only the tokenizer."""
-    parser = argparse.ArgumentParser(prog="train_arith.py", description=policy_train.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m training.train_arith",
+                                     description=policy_train.__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     pol = sub.add_parser("policy", help="train the arithmetic policy")
     pol.add_argument("--out", required=True, help="output folder")
@@ -79,9 +80,10 @@ def train_policy_main(argv: Sequence[str] | None = None) -> int:
 
 
 def train_prm_main(argv: Sequence[str] | None = None) -> int:
-    """Label, train, evaluate and (with ``--ship``) ship the embedded PRM (``scripts/train_arith_prm.py``)."""
+    """Label, train, evaluate and (with ``--ship``) ship the embedded PRM
+    (``python -m training.train_arith_prm``)."""
     parser = argparse.ArgumentParser(
-        prog="train_arith_prm.py", description=pipeline.__doc__,
+        prog="python -m training.train_arith_prm", description=pipeline.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--policy", default=None, help="policy folder (default: the shipped one)")
@@ -174,7 +176,7 @@ def train_prm_main(argv: Sequence[str] | None = None) -> int:
 
 def eval_policy_main(argv: Sequence[str] | None = None) -> int:
     """Print one JSON line of `EvalReport` per folder."""
-    parser = argparse.ArgumentParser(prog="python -m prmsearch.cli.arith eval-policy")
+    parser = argparse.ArgumentParser(prog="python -m training.arith eval-policy")
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--split", default=EvalConfig.split)
     parser.add_argument("--n", type=int, default=None, help="first N problems of the split")
@@ -203,7 +205,7 @@ def eval_policy_main(argv: Sequence[str] | None = None) -> int:
 def label_quality_main(argv: Sequence[str] | None = None) -> int:
     """Score a ``labels.jsonl`` of the arith dataset against the exact checker, as a table."""
     parser = argparse.ArgumentParser(
-        prog="python -m prmsearch.cli.arith label-quality", description=label_quality.__doc__,
+        prog="python -m training.arith label-quality", description=label_quality.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("labels", help="labels.jsonl of `prmsearch label` on the arith dataset")
@@ -225,10 +227,10 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prmsearch.cli.arith COMMAND ...``: one of :data:`COMMANDS`."""
+    """``python -m training.arith COMMAND ...``: one of :data:`COMMANDS`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in COMMANDS:
-        print(f"usage: python -m prmsearch.cli.arith {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
+        print(f"usage: python -m training.arith {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
         return 2
     return COMMANDS[args[0]](args[1:])
 

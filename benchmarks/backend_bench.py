@@ -14,7 +14,7 @@ What one run measures:
    The two runs must give the same samples (sampling is counter-based, so they do unless
    float rounding flips a near-tie); the output says whether they did.
 
-Models: random-weight Qwen2 policy and PRM built in place (:mod:`prmsearch.perf.synthetic_models`).
+Models: random-weight Qwen2 policy and PRM built in place (:mod:`benchmarks.synthetic_models`).
 Paths never produce an answer, so every search runs to
 ``max_depth`` (the driver cuts paths there): the tree depth is real, the text is noise.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.perf.batching import CountingPolicy
-from prmsearch.perf.synthetic_models import (
+from benchmarks.batching import CountingPolicy
+from benchmarks.synthetic_models import (
     DELIMITER,
     Log,
     ModelShape,

@@ -27,15 +27,15 @@ import torch.nn.functional as F
 
 from prmsearch.arith.problems import ArithProblem
 from prmsearch.arith.tokenizer import PLAIN_CHAT_TEMPLATE
-from prmsearch.arith.training.dense_targets import (
+from prmsearch.scorers.formats import QwenPRMFormat
+from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
+from training.arith.dense_targets import (
     dense_targets,
     first_wrong_offset,
     local_targets,
     step_targets,
 )
-from prmsearch.arith.training.labels import LabelledSolution, LabelSource
-from prmsearch.scorers.formats import QwenPRMFormat
-from prmsearch.scorers.heads import BaseWithHead, build_qwen_prm, save_qwen_prm
+from training.arith.labels import LabelledSolution, LabelSource
 
 #: The per-token target kinds of `PRMTrainConfig.dense_mode` (see `prm.dense_targets`).
 DENSE_MODES = ("prefix", "local", "steps")

@@ -19,7 +19,7 @@ Every finished part is cached in ``--out`` (a killed run continues where it stop
 tables are printed and written to ``--out/report.md``. ``--smoke`` runs the whole chain in
 seconds on tiny settings (CI runs it).
 
-    python scripts/prm_label_study.py --labels runs/study3k --base runs/prm-final/base \
+    python -m training.prm_label_study --labels runs/study3k --base runs/prm-final/base \
         --out runs/study3k/study
 """
 
@@ -68,8 +68,8 @@ def source_rows(rows: list[dict[str, Any]], source: str) -> list[dict[str, Any]]
 def checker_candidates(rows: list[dict[str, Any]]):
     """Every solution labelled by the exact checker: the reference for the step-level figures."""
     from prmsearch.arith.checker import check_solution
-    from prmsearch.arith.training.label_quality import problems_by_id
     from prmsearch.benchmarks.prm_eval.prm_bias import LabelledCandidate
+    from training.arith.label_quality import problems_by_id
 
     problems = problems_by_id({row["problem_id"] for row in rows})
     out = []
@@ -124,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     from prmsearch.arith.models import default_policy_path
     from prmsearch.arith.oracle import CheckerScorer
     from prmsearch.arith.problems import load_split
-    from prmsearch.arith.training.evaluate import search_accuracy
-    from prmsearch.arith.training.label_quality import label_quality
     from prmsearch.benchmarks.prm_eval.prm_bias import bias_report, score_candidates
     from prmsearch.policies.hf import HFPolicy
     from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
     from prmsearch.scorers.confidence import PolicyConfidenceScorer
     from prmsearch.scorers.hf import HFPRMScorer
+    from training.arith.evaluate import search_accuracy
+    from training.arith.label_quality import label_quality
 
     started = time.perf_counter()
     out = Path(args.out)

@@ -348,4 +348,4 @@ def train_command(cfg: TrainConfig, out: str | Path) -> str:
         args += [flag, str(value)]
     if build_config(smoke, **overrides) != replace(cfg, save_at=()):
         raise ValueError(f"cfg has fields that the CLI cannot set, got {cfg}")
-    return shlex.join(["python", "scripts/train_arith.py", "policy", "--out", str(out), *args])
+    return shlex.join(["python", "-m", "training.train_arith", "policy", "--out", str(out), *args])

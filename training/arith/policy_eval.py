@@ -6,7 +6,7 @@ checkpoint, so it must not depend on code that is still being written. It uses p
 model writes the steps separated by "\\n\\n" and stops at ``<|im_end|>``), then splits the text on
 the delimiter and grades it with the exact checker. Torch runs on one thread.
 
-CLI: ``python -m prmsearch.cli.arith eval-policy FOLDER --split validation --k 16 --temperature 1.0``.
+CLI: ``python -m training.arith eval-policy FOLDER --split validation --k 16 --temperature 1.0``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Print the driver's orchestration overhead per expanded node with instant backends.
 
-    python scripts/bench_overhead.py [--problems 1000]
+    python -m benchmarks.bench_overhead [--problems 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 
-from prmsearch.perf.overhead import HEADER, run_overhead_suite
+from benchmarks.overhead import HEADER, run_overhead_suite
 
 
 def main() -> None:

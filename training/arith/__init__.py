@@ -1,4 +1,4 @@
 """How the embedded arithmetic models were made: the policy's training and evaluation, the PRM's
 three label sources, its training and the whole pipeline that ships it. It builds on the general
 PRM kit (:mod:`prmsearch.prm`) and sits above it; the command lines are in
-:mod:`prmsearch.cli.arith`."""
+:mod:`training.arith`."""

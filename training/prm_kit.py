@@ -1,9 +1,9 @@
 """The PRM development kit end to end at real model size on one GPU: label, train, evaluate.
 
-    python scripts/gpu_prm_kit.py --out gpu_prm_kit.json            # on the GPU machine, < 10 minutes
-    python scripts/gpu_prm_kit.py --small --out /tmp/kit.json       # tiny models on CPU (CI), < 60 s
+    python -m training.gpu_prm_kit --out gpu_prm_kit.json            # on the GPU machine, < 10 minutes
+    python -m training.gpu_prm_kit --small --out /tmp/kit.json       # tiny models on CPU (CI), < 60 s
 
-(the command line is :mod:`prmsearch.cli.gpu_prm_kit`). It sits above both the PRM kit and the perf
+(the command line is :mod:`training.gpu_prm_kit`). It sits above both the PRM kit and the perf
 tools it measures with, on a floor of its own.
 
 Why: ``prmsearch label``, ``train-prm`` and ``eval-prm --labels`` have only run with tiny models on
@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.perf.gpu import building, error_message, free_device_memory
-from prmsearch.perf.synthetic_models import ModelShape, TextMaker
+from benchmarks.gpu import building, error_message, free_device_memory
+from benchmarks.synthetic_models import ModelShape, TextMaker
 
 Log = Callable[[str], None]
 
@@ -217,8 +217,8 @@ def estimate(cfg: KitConfig, prompt_tokens: int, rates: Rates = Rates()) -> dict
 
 def policy_prompt_tokens(question: str) -> int:
     """Tokens of the policy's Qwen2.5-Math chat prompt of ``question`` (the kit's byte tokenizer)."""
+    from benchmarks.synthetic_models import bench_tokenizer
     from prmsearch.engines.prompt_formats import PromptBuilder, get_prompt_format
-    from prmsearch.perf.synthetic_models import bench_tokenizer
 
     return len(PromptBuilder(get_prompt_format(PROMPT_FORMAT), bench_tokenizer()).ids(question, ()))
 
@@ -330,8 +330,8 @@ class Kit:
     # ------------------------------------------------------------------------ labelling
     def label(self, deadline: float) -> dict[str, Any]:
         """Label problems with the random policy until they are done or ``deadline`` passes."""
+        from benchmarks.synthetic_models import bench_tokenizer, build_policy_model, shape_step_lengths
         from prmsearch.engines.loading import count_parameters
-        from prmsearch.perf.synthetic_models import bench_tokenizer, build_policy_model, shape_step_lengths
         from prmsearch.policies.hf import HFPolicy
         from prmsearch.prm.labelling import LabelConfig, run_labelling
 
@@ -416,7 +416,7 @@ class Kit:
         import torch
         from transformers import Qwen2Model
 
-        from prmsearch.perf.synthetic_models import bench_tokenizer
+        from benchmarks.synthetic_models import bench_tokenizer
         from prmsearch.prm.stepwise_train import StepwiseTrainConfig, train_stepwise_prm
         from prmsearch.scorers.formats import make_format
 
@@ -479,13 +479,13 @@ class Kit:
     # ---------------------------------------------------------------------- evaluation
     def evaluate(self) -> dict[str, Any]:
         """Score the held-out labelled solutions with the trained PRM; best-of-N and bias figures."""
+        from benchmarks.synthetic_models import bench_tokenizer, build_prm_model
         from prmsearch.benchmarks.prm_eval.prm_bias import (
             LabelledCandidate,
             bias_report,
             read_labelled,
             score_candidates,
         )
-        from prmsearch.perf.synthetic_models import bench_tokenizer, build_prm_model
         from prmsearch.scorers.base import ScoreRequest
         from prmsearch.scorers.hf import HFPRMScorer
 

