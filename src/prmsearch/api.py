@@ -221,10 +221,11 @@ class Searcher:
             seeds = [problem_seed(self.seed, q) for q in questions]
         driver = Driver(self.policy, self.scorer, self.config, self.matcher)
         notify = on_result
-        if self.annotate is not None:
+        annotate = self.annotate
+        if annotate is not None:
 
             def notify(index: int, result: SearchResult) -> None:
-                note = self.annotate(result.question)
+                note = annotate(result.question)
                 if note:
                     result.notes.append(note)
                 if on_result is not None:
@@ -291,7 +292,7 @@ class SearchSession:
         seed: int | None = None,
         strategy: str | BoundStrategy | None = None,
         **options: Any,
-    ) -> Future:
+    ) -> Future[SearchResult]:
         """Add a question to the running search; a ``Future`` of its `SearchResult`.
 
         ``strategy`` and ``options`` (``n=8``, ``width=2``...) override the searcher's for this
@@ -308,7 +309,7 @@ class SearchSession:
             seed = problem_seed(self.searcher.seed, question)
         return self._session.submit(question, bound, seed)
 
-    def progress(self, future: Future) -> Progress | None:
+    def progress(self, future: Future[SearchResult]) -> Progress | None:
         """How far a submitted question's search has come (None once finished)."""
         return self._session.progress(future)
 

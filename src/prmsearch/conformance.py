@@ -634,7 +634,7 @@ def check_dataset(
     """
     check = f"check_dataset({str(name_or_path)!r})"
     name, source = _dataset_source(check, name_or_path, path)
-    kwargs = {"split": split, "limit": limit, "question_field": question_field,
+    kwargs: dict[str, Any] = {"split": split, "limit": limit, "question_field": question_field,
               "answer_field": answer_field, "id_field": id_field}
     loads: list[list[Any]] = []
     for _ in range(2):

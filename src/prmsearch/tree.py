@@ -312,6 +312,7 @@ class SearchTree:
         tree = cls(data["question"])
         tree.answer_groups = list(data["answer_groups"])
         for name in _COLUMNS:
+            values: list[Any]
             if name == "token_logprobs" and name not in data:
                 values = [()] * len(data["parent"])
             else:
@@ -334,7 +335,7 @@ class SearchTree:
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
-    def to_networkx(self, chosen: int | None = None, **attributes: Any):
+    def to_networkx(self, chosen: int | None = None, **attributes: Any) -> Any:
         """This tree as a ``networkx.DiGraph`` (needs networkx): one node per tree node with its
         columns, path scores and ``chosen``/``pruned`` flags, edges parent -> child; ``chosen``
         marks that node's path. See :mod:`prmsearch.tree_graph` for every attribute."""

@@ -46,7 +46,7 @@ import os
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 # prmsearch.tree's ROOT and NO_PARENT, not imported: SearchTree.to_networkx imports this module, and
 # the house has no import circles. A tree is anything with SearchTree's columns and helpers.
@@ -146,7 +146,7 @@ def result_graph(result: Any, **attributes: Any) -> dict[str, Any]:
     )
 
 
-def to_networkx(tree: Any, chosen: int | None = None, **attributes: Any):
+def to_networkx(tree: Any, chosen: int | None = None, **attributes: Any) -> Any:
     """A ``networkx.DiGraph`` of a :class:`~prmsearch.SearchTree` (``chosen`` and ``attributes``
     as in :func:`tree_graph`) or of node-link data (from :func:`tree_graph` or
     :func:`read_tree_graph`). Node keys are the tree's node ids; edges point parent -> child."""
@@ -220,7 +220,7 @@ def read_tree_graph(path: str | Path) -> dict[str, Any]:
 
 def json_ready(data: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of node-link data that strict JSON can hold: NaN and infinite floats become None."""
-    return _clean(data)
+    return cast("dict[str, Any]", _clean(data))  # a Mapping comes back from _clean as a dict
 
 
 def from_json_ready(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,7 +256,7 @@ def _graphml_value(value: Any) -> Any:
     return value
 
 
-def _graphml_graph(data: Mapping[str, Any]):
+def _graphml_graph(data: Mapping[str, Any]) -> Any:
     """A DiGraph of ``data`` whose every attribute value GraphML can store, with one type per
     attribute name (networkx writes one key per name and type)."""
     nx = _networkx()
@@ -272,7 +272,7 @@ def _graphml_graph(data: Mapping[str, Any]):
     return graph
 
 
-def _networkx():
+def _networkx() -> Any:  # the networkx module; it ships no type hints, so Any
     try:
         import networkx
     except ImportError:

@@ -379,6 +379,18 @@ def test_arith_judge_parses_its_prompt_and_compares_equations():
     assert first_difference([GOLD[0], WRONG_2], list(GOLD[:2])) == 1
 
 
+def test_arith_judge_answers_a_prompt_it_cannot_read_with_an_unparsable_verdict():
+    """A prompt that is not a numbered solution gets ``n`` verdicts without a box (no error)."""
+    from prmsearch.arith.judge import ArithRederiveJudge
+    from prmsearch.arith.models import default_policy_path
+    from prmsearch.policies.base import GenerationRequest
+
+    judge = ArithRederiveJudge(default_policy_path())
+    (generation,) = judge.generate([GenerationRequest("What is 2+3?", (), 3)])
+    assert len(generation.samples) == 3 and generation.prompt_tokens_computed == 0
+    assert all("\\boxed" not in sample.text for sample in generation.samples)
+
+
 def test_arith_judge_labels_through_the_cli(tmp_path, capsys):
     """The embedded policy as the re-deriving model (a weak judge: its errors are its own): every
     solution gets a parsable verdict, and label_quality scores it against the checker."""

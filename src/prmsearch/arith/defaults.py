@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prmsearch.arith.models import check_shipped_folder, default_policy_path
 from prmsearch.arith.phrasing import parse_phrased
@@ -36,7 +36,7 @@ def arith_policy(**kwargs: Any):
 
     kwargs.setdefault("device", "cpu")
     policy = HFPolicy(model=str(default_policy_path()), **kwargs)
-    policy.domain_note = domain_note  # the Searcher adds it to out-of-domain results
+    cast(Any, policy).domain_note = domain_note  # the Searcher adds it to out-of-domain results
     return policy
 
 
@@ -98,6 +98,7 @@ def domain_note(question: str) -> str | None:
     return (
         "the embedded default models know only arithmetic chains of 3 to 8 operations such as 'Start "
         "with 12. Add 5. Multiply by 3. Subtract 4. What is the result?' (or 'Begin with 12. Then "
-        "double it. Take away 5. What do you get?'); this question is outside that domain, so the "
-        "answer is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real models."
+        "double it. Take away 5. Then add 3. What do you get?'); this question is outside that domain, "
+        "so the answer is an attempt, not a solution. Pass --policy/--prm (or policy=/scorer=) for real "
+        "models."
     )

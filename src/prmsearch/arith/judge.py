@@ -91,7 +91,7 @@ class ArithRederiveJudge:
             if item is None:
                 text = "This is not a numbered solution I can check."
                 unparsable = tuple(StepOutput(text, (), 0.0, Finish.EOS) for _ in range(request.n))
-                results.append(Generation(unparsable))
+                results.append(Generation(unparsable, prompt_tokens_computed=0))
                 continue
             _, steps = item
             samples, computed, generated = [], 0, 0

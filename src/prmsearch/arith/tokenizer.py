@@ -154,8 +154,10 @@ def save_tokenizer(tok, folder: str | Path) -> None:
     model = json.loads(tok.to_str())["model"]
     hf_tok = Qwen2Tokenizer(
         vocab=dict(model["vocab"]) | {t: tok.token_to_id(t) for t in SPECIAL_TOKENS},
-        merges=[tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]],
-        unk_token=None,
+        # transformers annotates merges as list[str] and unk_token as str; the BPE it builds
+        # takes merge pairs and no unknown token
+        merges=[tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]],  # type: ignore[misc]
+        unk_token=None,  # type: ignore[arg-type]
         bos_token=None,
         eos_token=EOS_TOKEN,
         pad_token=PAD_TOKEN,

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -299,6 +299,18 @@ def _meta(row: Mapping, skip: set[str]) -> dict[str, Any]:
     return meta
 
 
+class _RowOptions(TypedDict):
+    """The keyword arguments of `_rows_to_problems` other than ``source``."""
+
+    name: str
+    question_field: str
+    answer_field: str
+    id_field: str | None
+    parse_answer: Callable[[str], str] | None
+    errors: list[DatasetError]
+    on_error: OnError
+
+
 def _rows_to_problems(
     rows: Iterable[tuple[int, Mapping]],
     *,
@@ -473,7 +485,7 @@ def load_dataset(
     if spec.loader is not None:
         problems = spec.loader(split, limit if shuffle_seed is None and not (levels or subjects) else None)
     else:
-        options = dict(
+        options: _RowOptions = dict(
             name=spec.name,
             question_field=question_field or spec.question_field,
             answer_field=answer_field or spec.answer_field,

@@ -114,7 +114,8 @@ examples:
   prmsearch bench --strategies beam,best_of_n --budgets 4,16 --limit 50
   prmsearch bench --recipe recipes/qwen25-math-1.5b_qwen-prm-7b_math500.yaml
   prmsearch serve --port 8000        # OpenAI-compatible search server (model ids like beam-16)
-  prmsearch view --question "Start with 12. Add 5. Multiply by 3. What is the result?" --out tree.html
+  prmsearch view --question "Start with 12. Add 5. Multiply by 3. Subtract 4. What is the result?" \\
+      --out tree.html
 
 `prmsearch COMMAND --help` lists a command's flags. A bad flag value is one line on stderr naming
 the flag and the fix (exit 2); bench exits 1 when a sweep is incomplete."""

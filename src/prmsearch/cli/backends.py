@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from prmsearch.api import MissingModelError, Searcher, reads_no_scores, resolve_policy, resolve_scorer
 from prmsearch.cli.errors import (
@@ -188,7 +189,7 @@ def load_policy(name: str | None, backend: str | None, flag: str = "--policy",
 
 
 def load_scorer(name: str | None, family: str | None, url: str | None = None,
-                tokenizer: str | None = None, kwargs: dict[str, object] | None = None,
+                tokenizer: str | None = None, kwargs: dict[str, Any] | None = None,
                 backend: str | None = None):
     """The PRM scorer of ``--prm`` (and ``--prm-family``, ``--prm-backend``, ``--prm-url``,
     ``--prm-tokenizer``, with ``kwargs`` from ``--prm-arg``); a failure names the flag."""

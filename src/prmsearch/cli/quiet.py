@@ -54,7 +54,7 @@ def set_engine_output(verbose: bool) -> None:
 class _StderrHandler(logging.StreamHandler):
     """A handler that writes to whatever ``sys.stderr`` is when a line is logged."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):
         return sys.stderr
 

@@ -35,7 +35,7 @@ def _trainer(config: PolicyTrainConfig, model: Any, tokenizer: Any, data: Any, s
     import torch
 
     trl = _trl()
-    common = {
+    common: dict[str, Any] = {
         "output_dir": str(scratch),
         "per_device_train_batch_size": config.batch_size,
         "learning_rate": config.lr,

@@ -34,10 +34,13 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "bf
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+    gguf_config: type[Any] | None
     try:
         from transformers import GgufConfig
     except ImportError:  # older transformers dequantise GGUF on load anyway
-        GgufConfig = None
+        gguf_config = None
+    else:
+        gguf_config = GgufConfig
 
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     if not gguf_path.is_file():
@@ -46,8 +49,8 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "bf
     if torch_dtype is None:
         raise ValueError(f"dtype must be 'bfloat16', 'float16' or 'float32', got {dtype!r}")
     kwargs: dict[str, Any] = {"gguf_file": gguf_path.name, "dtype": torch_dtype}
-    if GgufConfig is not None:
-        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    if gguf_config is not None:
+        kwargs["quantization_config"] = gguf_config(dequantize=True)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
     config = loaded.config
     if hasattr(config, "quantization_config"):

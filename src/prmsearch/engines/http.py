@@ -250,7 +250,7 @@ class PostSession:
         return {"headers": self._headers, "retry": self.retry}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["headers"], state["retry"])
+        type(self).__init__(self, state["headers"], state["retry"])
 
     @property
     def running(self) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -25,6 +26,14 @@ from prmsearch.engines.token_keys import token_key
 
 LayerKV = tuple[torch.Tensor, torch.Tensor]
 SeqKV = tuple[LayerKV, ...]
+
+
+class _FilledLayer(Protocol):
+    """A full-attention cache layer holding its keys and values: what this module's caches hold
+    (`check_plain_cache`; transformers types a layer's tensors as None until it is filled)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
 
 
 def check_plain_cache(cache: DynamicCache) -> None:
@@ -82,6 +91,9 @@ class AppendLayer(DynamicLayer):
     Only what the backends use is supported: ``update``, ``batch_select_indices`` and the
     ``DynamicLayer`` readers; cropping or repeating rows raise.
     """
+
+    keys: torch.Tensor  # always views of the filled part (`_view`), never None as in DynamicLayer
+    values: torch.Tensor
 
     def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int) -> None:
         """Adopt ``[batch, heads, capacity, dim]`` buffers whose first ``length`` columns are filled."""
@@ -152,13 +164,14 @@ def _cache_of(layers: list[AppendLayer]) -> DynamicCache:
 def gather_cache(cache: DynamicCache, rows: torch.Tensor, room: int) -> DynamicCache:
     """Rows ``rows`` (a 1-D index tensor, repeats allowed) of a batch cache, as a new cache of
     :class:`AppendLayer` with ``room`` spare columns per row for the tokens still to come."""
-    return _cache_of([AppendLayer.gather(layer.keys, layer.values, rows, room) for layer in cache.layers])
+    layers = cast("list[_FilledLayer]", cache.layers)
+    return _cache_of([AppendLayer.gather(layer.keys, layer.values, rows, room) for layer in layers])
 
 
 def row_kv(cache: DynamicCache, row: int, columns: torch.Tensor) -> SeqKV:
     """Copy one row's KV at the given cache columns (a 1-D index tensor), as contiguous tensors."""
     out = []
-    for layer in cache.layers:
+    for layer in cast("list[_FilledLayer]", cache.layers):
         out.append(
             (
                 layer.keys[row].index_select(1, columns).contiguous(),

@@ -30,7 +30,7 @@ from typing import Any
 from prmsearch.costs import read_json, safetensors_parameter_count
 from prmsearch.engines import open_engines
 from prmsearch.engines.errors import EngineStartError
-from prmsearch.engines.memory_fit import cpu_engine_start, model_memory
+from prmsearch.engines.memory_fit import KVPlan, cpu_engine_start, model_memory
 from prmsearch.engines.orphan_watchdog import ensure_watchdog
 
 log = logging.getLogger("prmsearch.engines")
@@ -220,7 +220,7 @@ def build_llm(cfg: VLLMEngineConfig, **more: Any) -> Any:
     kwargs.setdefault("use_tqdm_on_load", engine_logs_shown())
     kwargs.update(more)
     ensure_watchdog()
-    sizing = contextlib.nullcontext(None)
+    sizing: contextlib.AbstractContextManager[KVPlan | None] = contextlib.nullcontext(None)
     if not gpu and "kv_cache_memory_bytes" not in kwargs and not os.environ.get(CPU_KV_ENV):
         folder = model_folder(cfg.model)
         if folder is not None:

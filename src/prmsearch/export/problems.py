@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.tree_graph import FORMAT
@@ -185,8 +185,8 @@ def problem_from_label_rows(rows: Sequence[Mapping[str, Any]], source: str) -> P
         steps = row.get("completions")
         if row.get("status") not in (None, "labelled") or not isinstance(steps, list) or not steps:
             continue  # a failed or pending row: nothing to learn from
-        labels = row.get("labels") if isinstance(row.get("labels"), list) else []
-        values = row.get("mc_values") if isinstance(row.get("mc_values"), list) else []
+        labels = cast("list[Any]", row.get("labels")) if isinstance(row.get("labels"), list) else []
+        values = cast("list[Any]", row.get("mc_values")) if isinstance(row.get("mc_values"), list) else []
         parent = ROOT
         for k, step in enumerate(steps):
             last = k == len(steps) - 1
@@ -205,7 +205,11 @@ def problem_from_label_rows(rows: Sequence[Mapping[str, Any]], source: str) -> P
         if answer:
             groups[parent] = answers.setdefault(answer.strip(), len(answers))
     gold = first.get("gold")
-    provenance = first.get("provenance") if isinstance(first.get("provenance"), Mapping) else {}
+    provenance = (
+        cast("Mapping[str, Any]", first.get("provenance"))
+        if isinstance(first.get("provenance"), Mapping)
+        else {}
+    )
     meta = {"method": first.get("method"), **{k: provenance.get(k) for k in ("policy", "judge", "dataset")}}
     return ProblemTree(
         source=source,

@@ -54,7 +54,9 @@ def build_rows(
 ) -> ExportReport:
     """Read ``sources`` and build the rows of ``config.kind``, problem by problem."""
     if equivalent is None:
-        from prmsearch.benchmarks.grading import is_equivalent as equivalent
+        from prmsearch.benchmarks.grading import is_equivalent
+
+        equivalent = is_equivalent
     report = ExportReport()
     for item in read_sources(sources, keep):
         if isinstance(item, ExportError):

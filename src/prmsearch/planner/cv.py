@@ -196,14 +196,14 @@ def cv_markdown(results: Sequence[CvResult], folds: int, probes: Sequence[tuple[
     for (probe, count), row in table.items():
         cells, margins = [], []
         for n in levels:
-            r = row.get(n)
-            if r is None:
+            result = row.get(n)
+            if result is None:
                 cells.append("-")
                 continue
-            margin = "-" if math.isnan(r.margin) else f"{100 * r.margin:+.1f}"
-            cells.append(f"{100 * r.accuracy:.1f}% @ {r.flops:.3g} ({margin})")
-            if not math.isnan(r.margin):
-                margins.append(r.margin)
+            margin = "-" if math.isnan(result.margin) else f"{100 * result.margin:+.1f}"
+            cells.append(f"{100 * result.accuracy:.1f}% @ {result.flops:.3g} ({margin})")
+            if not math.isnan(result.margin):
+                margins.append(result.margin)
         mean = f"{100 * float(np.mean(margins)):+.1f}" if margins else "-"
         lines.append(f"| {probe} | {count} | " + " | ".join(cells) + f" | {mean} |")
     judged = {r.probe for r in results}

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -98,6 +98,7 @@ class PlannerConfig(SearchConfig):
             object.__setattr__(self, "aggregation", plan.aggregation)
         super().__post_init__()
         object.__setattr__(self, "final", parse_enum(FinalPick, self.final, "final"))
+        assert self.aggregation is not None  # the plan's when it was left out (set above)
         if self.aggregation is not plan.aggregation:
             raise ValueError(
                 f"aggregation must be the plan's ({plan.aggregation.value}), the one its difficulty "
@@ -137,9 +138,10 @@ def run_probe(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) ->
     difficulty is read from)."""
     plan = cfg.plan
     assert isinstance(plan, Plan)
+    assert cfg.aggregation is not None  # the plan's (`PlannerConfig.__post_init__`)
     arm = plan.probe_arm
-    if arm is None:
-        (probe,) = yield Expand(((ROOT, plan.probe),), full_solution=True)
+    if arm is None:  # the probe is a number of whole solutions
+        (probe,) = yield Expand(((ROOT, cast(int, plan.probe)),), full_solution=True)
         return Choice(select(tree, probe, cfg.selection, cfg.aggregation), tuple(probe))
     return (yield from make_strategy(arm.strategy, n=arm.budget, **dict(arm.options)).start(tree, rng))
 
@@ -166,6 +168,7 @@ def planner(tree: SearchTree, cfg: PlannerConfig, rng: np.random.Generator) -> S
     """Probe, bin the problem by the probe's confidence, then run the plan's strategy for the bin."""
     plan = cfg.plan
     assert isinstance(plan, Plan)
+    assert cfg.aggregation is not None  # the plan's (`PlannerConfig.__post_init__`)
     probe_choice = yield from run_probe(tree, cfg, rng)
     probe = list(probe_choice.candidates)
     difficulty = probe_difficulty(tree, probe, plan)

@@ -161,7 +161,8 @@ def load_causal_lm(cfg: HFPolicyConfig, device: torch.device, dtype: torch.dtype
         kwargs["attn_implementation"] = cfg.attn_implementation
     with quiet_loading():
         model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
-    return model.to(device).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps(Module.to): mypy reads it unbound
+    return model.to(device).eval()  # type: ignore[arg-type]
 
 
 class HFPolicy:

@@ -329,7 +329,7 @@ class OpenAIPolicy(ClosedOnExit):
         cached = sum(int(((u.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)
                      for u in usage)
         cached = min(cached, prompt)
-        completion = [u.get("completion_tokens") for u in usage]
+        completion: list[Any] = [u.get("completion_tokens") for u in usage]
         generated = sum(int(c) for c in completion) if all(c is not None for c in completion) else None
         return Generation(samples, prompt - cached, cached, generated)
 

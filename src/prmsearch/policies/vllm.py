@@ -225,7 +225,8 @@ class VLLMPolicy(ClosedOnExit):
             prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
         if not prepared:
             return []
-        prompts = [TokensPrompt(prompt_token_ids=p.ids) for p in prepared]
+        # vllm needs Python >= 3.11: read as 3.10, the NotRequired keys of its TokensPrompt count as required
+        prompts = [TokensPrompt(prompt_token_ids=p.ids) for p in prepared]  # type: ignore[typeddict-item]
         params = [self._params(p, p.request.n, p.seed, p.max_new) for p in prepared]
         outputs = self.generate_raw(prompts, params)
         samples: list[list[_Sample]] = []
@@ -269,7 +270,8 @@ class VLLMPolicy(ClosedOnExit):
             for i, k in todo:
                 p, s = prepared[i], samples[i][k]
                 seed = (p.seed + k + (attempt + 1) * 0x9E3779B1) & SEED_MASK
-                prompts.append(TokensPrompt(prompt_token_ids=p.ids + s.ids))
+                # (vllm's NotRequired TokensPrompt keys read as required under Python 3.10, as above)
+                prompts.append(TokensPrompt(prompt_token_ids=p.ids + s.ids))  # type: ignore[typeddict-item]
                 params.append(self._params(p, 1, seed, p.max_new - len(s.ids)))
             outputs = self.generate_raw(prompts, params)
             for (i, k), out, prompt in zip(todo, outputs, prompts, strict=True):

@@ -35,7 +35,7 @@ import enum
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -442,7 +442,7 @@ def _judge_rows(judge: Policy, to_judge: list[tuple[SolutionLabels, int]], cfg: 
         row.judge_first_error = vote_verdicts(votes)
 
 
-def _key(row: dict[str, Any]) -> tuple[str]:
+def _key(row: Mapping[str, Any]) -> tuple[str]:
     return (str(row["id"]),)
 
 

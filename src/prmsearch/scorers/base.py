@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -31,9 +31,10 @@ class ScoreRequest:
 
 
 _new_object = object.__new__
-_set_question = ScoreRequest.question.__set__  # type: ignore[attr-defined]
-_set_steps = ScoreRequest.steps.__set__  # type: ignore[attr-defined]
-_set_token_logprobs = ScoreRequest.token_logprobs.__set__  # type: ignore[attr-defined]
+# The slots' member descriptors, read through Any: mypy takes these names for the instance fields.
+_set_question = cast(Any, ScoreRequest).question.__set__
+_set_steps = cast(Any, ScoreRequest).steps.__set__
+_set_token_logprobs = cast(Any, ScoreRequest).token_logprobs.__set__
 
 
 def path_score_request(question: str, steps: tuple[str, ...]) -> ScoreRequest:

@@ -114,9 +114,10 @@ class PolicyConfidenceScorer:
         self.device = resolve_device(device)
         self.tokenizer = load_tokenizer(model)
         with quiet_loading():
+            # transformers wraps PreTrainedModel.to in functools.wraps(Module.to): mypy reads it unbound
             self.model = (
                 AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(dtype, self.device))
-                .to(self.device)
+                .to(self.device)  # type: ignore[arg-type]
                 .eval()
             )
         self.format = resolve_prompt_format(prompt_format, self.tokenizer, model)

@@ -147,6 +147,7 @@ class PRMFormat(ABC):
     head: ClassVar[str] = "lm"
     separator_text: str = ""
     label_ids: tuple[int, ...] = ()
+    tokenizer: Any  # set by every format's __init__
 
     def check_text(self, question: str, steps: Sequence[str]) -> None:
         """Reject empty steps and any text holding the format's separator."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -173,9 +173,9 @@ def save_qwen_prm(prm: BaseWithHead, folder: str | Path, tokenizer: Any | None =
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    config = prm.base.config
+    config: Any = prm.base.config  # the base model's PretrainedConfig
     config.architectures = [QWEN_PRM_ARCH]
-    config.num_labels = prm.head[-1].out_features
+    config.num_labels = cast(nn.Sequential, prm.head)[-1].out_features  # the head: Linear, ReLU, Linear
     config.save_pretrained(folder)
     save_file(prm.checkpoint_state(), str(folder / SAFE_SINGLE), metadata={"format": "pt"})
     if tokenizer is not None:

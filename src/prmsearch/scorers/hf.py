@@ -181,7 +181,8 @@ def load_prm_model(cfg: HFPRMConfig, fmt_head: str, device: torch.device,
         kwargs["attn_implementation"] = attn
     with quiet_loading():
         model = auto.from_pretrained(cfg.model, **kwargs)
-    return model.to(device).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps(Module.to): mypy reads it unbound
+    return model.to(device).eval()  # type: ignore[arg-type]
 
 
 def _score_head(kind: str, net: Any) -> str | None:
@@ -424,6 +425,7 @@ class HFPRMScorer:
             mask[r, c_w - c : c_w] = 1
             mask[r, c_w : c_w + m] = 1
         store = self.prefix_cache.max_tokens > 0
+        past: DynamicCache | None
         if c_w > 0:
             like = next(j.kv for j in group if j.kv is not None)
             past = pack_rows([j.kv for j in group], c_w, like=like, room=m_w)  # appends in place

@@ -76,7 +76,7 @@ class StepScoreCache:
                     self._scores.move_to_end(k)
         return got
 
-    def store(self, keys: Sequence[bytes], scores: Sequence[float]) -> None:
+    def store(self, keys: Sequence[bytes], scores: Sequence[float] | np.ndarray) -> None:
         """Remember one score per key, evicting the least recently used beyond the bound."""
         if not self.enabled:
             return

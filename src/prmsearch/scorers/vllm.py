@@ -102,7 +102,9 @@ class VLLMPRMScorer(InProcessVLLMScorer):
                 continue
             todo.append((i, ids, keys))
         if todo:
-            outputs = self.llm.encode([TokensPrompt(prompt_token_ids=ids) for _, ids, _ in todo],
+            # vllm needs Python >= 3.11: read as 3.10, the NotRequired keys of its TokensPrompt
+            # count as required
+            outputs = self.llm.encode([TokensPrompt(prompt_token_ids=ids) for _, ids, _ in todo],  # type: ignore[typeddict-item]
                                       pooling_task="token_classify", use_tqdm=False)
             for (i, ids, keys), out in zip(todo, outputs, strict=True):
                 scores = self._read(requests[i], out)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from prmsearch.engines.http import (
 )
 from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.scorers.base import ScoreCountError, ScoreRequest, StepScores, check_prm_length
-from prmsearch.scorers.formats import make_format
+from prmsearch.scorers.formats import QwenPRMFormat, make_format
 from prmsearch.scorers.score_cache import StepScoreCache, step_keys
 
 SUPPORTED_FAMILIES = ("qwen-prm",)
@@ -191,7 +191,8 @@ class VLLMServerPRMScorer(ClosedOnExit):
         self.config = cfg
         self.family = cfg.family
         self.tokenizer = tokenizer
-        self.format = make_format(cfg.family, tokenizer, **dict(cfg.format_options))
+        # qwen-prm, the one family served (SUPPORTED_FAMILIES)
+        self.format = cast(QwenPRMFormat, make_format(cfg.family, tokenizer, **dict(cfg.format_options)))
         source = cfg.tokenizer or cfg.model
         folder = model_folder(source) if source else None
         self._num_parameters = cfg.num_parameters or safetensors_parameters(folder)

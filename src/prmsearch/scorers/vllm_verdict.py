@@ -125,7 +125,8 @@ class VLLMVerdictScorer(InProcessVLLMScorer):
     def _generate(self, prompts: list[list[int]]) -> list[Any]:
         from vllm.inputs import TokensPrompt
 
-        return self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], self._params,
+        # vllm needs Python >= 3.11: read as 3.10, the NotRequired keys of its TokensPrompt count as required
+        return self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], self._params,  # type: ignore[typeddict-item]
                                  use_tqdm=False)
 
     def _read(self, out: Any) -> float:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 from prmsearch.tree import SearchTree
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class Aggregation(str, enum.Enum):
@@ -29,7 +32,7 @@ class Aggregation(str, enum.Enum):
         return parse_enum(cls, value, field)
 
 
-def parse_enum(cls, value, field: str):
+def parse_enum(cls: type[E], value: E | str, field: str) -> E:
     """Convert ``value`` to member of enum ``cls`` or raise a ValueError naming the choices."""
     if isinstance(value, cls):
         return value

@@ -10,6 +10,7 @@ seconds, not after every problem's retries.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from prmsearch.backend_errors import MalformedReply, failure_kind
 from prmsearch.policies.base import Generation, GenerationRequest, Policy
@@ -18,16 +19,16 @@ from prmsearch.search.failures import backend_unreachable, describe
 from prmsearch.search.job import Job
 
 #: recover(job, its requests, the exception) -> its results, or None when it fails
-Recover = Callable[[Job, list, BaseException], list | None]
+Recover = Callable[[Job, list[Any], BaseException], list[Any] | None]
 
 
 def batched_call(
-    per_job: Sequence[tuple[Job, list]],
-    call: Callable[[list], list],
-    check: Callable[[list, list], None],
+    per_job: Sequence[tuple[Job, list[Any]]],
+    call: Callable[[list[Any]], list[Any]],
+    check: Callable[[list[Any], list[Any]], None],
     what: str,
     recover: Recover | None = None,
-) -> dict[int, list]:
+) -> dict[int, list[Any]]:
     """Call ``call`` once on every job's requests; each job's results keyed by ``id(job)``.
 
     On failure the jobs are tried one call each; a job whose own call fails is handed to
@@ -37,7 +38,7 @@ def batched_call(
     flat = [request for _, requests in per_job for request in requests]
     if not flat:
         return {}
-    out: dict[int, list] = {}
+    out: dict[int, list[Any]] = {}
     try:
         results = call(flat)
         check(flat, results)
@@ -49,7 +50,7 @@ def batched_call(
     except Exception as exc:
         first_failure = exc
 
-    def fail(job: Job, requests: list, exc: BaseException) -> None:
+    def fail(job: Job, requests: list[Any], exc: BaseException) -> None:
         results = recover(job, requests, exc) if recover is not None else None
         if results is None:
             job.fail(f"{what} failed: {describe(exc)}", failure_kind(exc))
@@ -105,7 +106,8 @@ class BackendCalls:
     @property
     def shared(self) -> bool:
         """One object is both policy and scorer: its calls must take turns."""
-        return self.policy is self.scorer
+        policy: object = self.policy  # as an object: mypy takes the two protocols for disjoint types
+        return policy is self.scorer
 
     @property
     def parallel(self) -> bool:
@@ -123,17 +125,17 @@ class BackendCalls:
             getattr(self.scorer, "computes_on_host_cpu", False)
         )
 
-    def generate(self, batch: list[tuple[Job, object, list]]) -> dict[int, list]:
+    def generate(self, batch: Sequence[tuple[Job, object, list[Any]]]) -> dict[int, list[Any]]:
         """One batched policy call for ``(job, expand, requests)`` triples."""
         per_job = [(job, requests) for job, _, requests in batch]
         return batched_call(per_job, self.policy.generate, check_generations, "policy")
 
-    def score(self, batch: list[tuple[Job, object, list]]) -> dict[int, list]:
+    def score(self, batch: Sequence[tuple[Job, object, list[Any]]]) -> dict[int, list[Any]]:
         """One batched scorer call for ``(job, spans, requests)`` triples."""
         per_job = [(job, requests) for job, _, requests in batch]
         return batched_call(per_job, self.scorer.score, check_score_count, "scorer", recover=self.score_each)
 
-    def score_each(self, job: Job, requests: list[ScoreRequest], exc: BaseException) -> list | None:
+    def score_each(self, job: Job, requests: list[ScoreRequest], exc: BaseException) -> list[Any] | None:
         """After a job's scoring failed because a path is longer than the PRM's context, score its
         paths one by one; a too-long path gets None (it ends as an unscored leaf). None when the
         failure was something else (the job then fails with it)."""

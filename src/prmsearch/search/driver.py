@@ -19,6 +19,7 @@ import queue
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prmsearch.answers import AnswerMatcher, extract_answer
 from prmsearch.costs import backend_cost
@@ -208,7 +209,7 @@ class Driver:
         self,
         jobs: list[Job],
         finish: Callable[[Job], None],
-        events: queue.SimpleQueue | None = None,
+        events: queue.SimpleQueue[tuple[Any, ...]] | None = None,
         accepting: bool = False,
     ) -> None:
         """Run ``jobs`` through the asynchronous flow (`run_flow`); with ``accepting`` it also

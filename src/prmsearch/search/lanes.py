@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 
@@ -29,14 +29,14 @@ class Lane:
             only while no other call of this lane runs).
     """
 
-    def __init__(self, kind: str, call: Callable[[list], Any], events: queue.SimpleQueue,
-                 pool: Executor, parallel: bool) -> None:
+    def __init__(self, kind: str, call: Callable[[list[Any]], Any],
+                 events: queue.SimpleQueue[tuple[Any, ...]], pool: Executor, parallel: bool) -> None:
         self.kind = kind
         self.call = call
         self.events = events
         self.pool = pool
         self.parallel = parallel
-        self.waiting: list = []
+        self.waiting: list[Any] = []
         self.in_flight = 0  # calls running
         self.items_in_flight = 0  # items in those calls
         self.calls = 0
@@ -60,7 +60,7 @@ class Lane:
         self.waiting = []
         return self._start(batches)
 
-    def _start(self, batches: list[list]) -> int:
+    def _start(self, batches: list[list[Any]]) -> int:
         """Send each batch as one call on the pool; its event is posted when it ends."""
         if not self.in_flight:
             self.busy_since = time.perf_counter()
@@ -69,14 +69,18 @@ class Lane:
             self.items_in_flight += len(items)
             self.calls += 1
             future = self.pool.submit(self.call, items)
-            future.add_done_callback(lambda done, items=items: self.events.put((self.kind, items, done)))
+            future.add_done_callback(self._poster(items))
         return len(batches)
+
+    def _poster(self, items: list[Any]) -> Callable[[Future[Any]], None]:
+        """The done-callback of one call on ``items``: posts ``(kind, items, future)``."""
+        return lambda done: self.events.put((self.kind, items, done))
 
     def drop(self, dropped: Callable[[Any], bool]) -> None:
         """Leave out the waiting entries whose job ``dropped`` ends (a caller stopped waiting)."""
         self.waiting = [entry for entry in self.waiting if not dropped(entry[0])]
 
-    def finished(self, items: list, results: Any) -> tuple[list, Any]:
+    def finished(self, items: list[Any], results: Any) -> tuple[list[Any], Any]:
         """Count one finished call (called by the driver when it takes the call's event); the
         entries it completed and their results (all of them, here: one call holds whole entries)."""
         self.in_flight -= 1

@@ -7,8 +7,9 @@ the total's ``wall_s`` is the run's wall-clock time, not a sum.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -76,7 +77,7 @@ class Ledger:
         return {**asdict(self), "flops": self.flops}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Ledger:
+    def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
         """Inverse of :meth:`to_dict` (derived keys ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

@@ -187,7 +187,8 @@ def register_strategy(
 
 def strategy_spec(name: str) -> StrategySpec:
     """The spec registered under ``name`` (an unknown name lists the known ones)."""
-    return STRATEGIES.get(name)
+    spec: StrategySpec = STRATEGIES.get(name)
+    return spec
 
 
 def make_strategy(name: str, /, **options: Any) -> BoundStrategy:

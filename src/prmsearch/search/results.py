@@ -101,7 +101,7 @@ class SearchResult:
             data["tree"] = self.tree.to_dict()
         return data
 
-    def to_networkx(self, **attributes: Any):
+    def to_networkx(self, **attributes: Any) -> Any:
         """The search tree as a ``networkx.DiGraph`` (needs networkx), the chosen path marked and
         the question, strategy, answer, score and ledger as graph attributes
         (:func:`prmsearch.tree_graph.result_graph`)."""

@@ -4,6 +4,8 @@ with `check_scores`'s full check and its error."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores
@@ -19,8 +21,9 @@ def last_scores(
     list of floats); None when any reply is missing or off, for `last_score`'s per-node check
     and its error. One C-level pass per column instead of a dozen attribute reads per node
     (0.72 -> 0.47 us a node in a micro-benchmark of 64 replies)."""
+    replies = cast("list[StepScores]", results)  # a None among them raises AttributeError below
     try:
-        arrays = [result.scores for result in results]  # a None reply raises here
+        arrays = [result.scores for result in replies]  # a None reply raises here
     except AttributeError:
         return None
     if list(map(len, arrays)) != [len(request.steps) for request in requests]:
@@ -38,8 +41,8 @@ def last_scores(
             return None
     return (
         values,
-        [result.tokens_computed for result in results],
-        [result.tokens_cached for result in results],
+        [result.tokens_computed for result in replies],
+        [result.tokens_cached for result in replies],
     )
 
 

@@ -12,6 +12,7 @@ import enum
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from prmsearch.search.aggregation import Aggregation, parse_enum, ranked_path_scores
 from prmsearch.tree import NO_GROUP, SearchTree
@@ -136,7 +137,9 @@ def node_candidates(tree: SearchTree, nodes: Sequence[int], aggregation: Aggrega
 def tally(tree: SearchTree, candidates: Sequence[int], aggregation: Aggregation) -> list[Vote]:
     """Votes per answer group among ``candidates`` nodes, most votes first."""
     tallies = tally_candidates(node_candidates(tree, candidates, aggregation))
-    return [Vote(tree.answer_groups[t.group], t.count, t.weight, candidates[t.best]) for t in tallies]
+    return [  # node_candidates' groups are the tree's int answer groups
+        Vote(tree.answer_groups[cast(int, t.group)], t.count, t.weight, candidates[t.best]) for t in tallies
+    ]
 
 
 def best_by_score(tree: SearchTree, candidates: Sequence[int], aggregation: Aggregation) -> int:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
+from typing import Any
 
 from prmsearch.search.driver import Driver
 from prmsearch.search.gc_pauses import fewer_gc_pauses
@@ -62,11 +63,11 @@ class DriverSession:
     def __init__(self, driver: Driver, annotate: Callable[[str], str | None] | None = None) -> None:
         self.driver = driver
         self.annotate = annotate
-        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._open = True
         self._error: BaseException | None = None
-        self._pending: dict[Future, Job] = {}  # each waiting caller's future and its problem
+        self._pending: dict[Future[SearchResult], Job] = {}  # each waiting caller's future and its problem
         self._numbers = itertools.count()
         self._thread = threading.Thread(target=self._run, name="prmsearch-session", daemon=True)
         self._thread.start()
@@ -92,14 +93,14 @@ class DriverSession:
         with self._lock:
             return len(self._pending)
 
-    def submit(self, question: str, strategy: BoundStrategy, seed: int) -> Future:
+    def submit(self, question: str, strategy: BoundStrategy, seed: int) -> Future[SearchResult]:
         """Add one problem to the running search; a future of its `SearchResult`.
 
         Raises `SessionClosed` after `close` (or when the session's thread died, naming why).
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"question must be a non-blank string, got {question!r:.60}")
-        future: Future = Future()
+        future: Future[SearchResult] = Future()
         with self._lock:
             if not self._open:
                 why = f": {self._error!r}" if self._error is not None else ""
@@ -112,7 +113,7 @@ class DriverSession:
         future.add_done_callback(self._wake_if_cancelled)
         return future
 
-    def progress(self, future: Future) -> Progress | None:
+    def progress(self, future: Future[SearchResult]) -> Progress | None:
         """How far the problem of ``future`` has come; None once it finished (or if unknown).
 
         Read from another thread while the flow writes: the counts may lag by one step.
@@ -123,7 +124,7 @@ class DriverSession:
             return None
         return Progress(len(job.tree), job.ledger.generated_tokens, time.perf_counter() - job.started)
 
-    def _wake_if_cancelled(self, future: Future) -> None:
+    def _wake_if_cancelled(self, future: Future[SearchResult]) -> None:
         """A cancelled problem is dropped at the flow's next event: send one now, so that a
         caller who stopped waiting frees its batch slots at once, not when other work returns."""
         if future.cancelled():

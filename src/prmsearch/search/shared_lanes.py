@@ -17,11 +17,14 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prmsearch.policies.base import Generation, GenerationRequest
 from prmsearch.search.lanes import Lane
 from prmsearch.seeding import mix_seed
+
+if TYPE_CHECKING:
+    from prmsearch.search.job import Job
 
 
 def generation_pieces(requests: list[GenerationRequest], chunk: int) -> list[tuple[int, GenerationRequest]]:
@@ -68,10 +71,14 @@ class Split:
     __slots__ = ("chunks", "entry", "failed", "in_flight", "owners", "results", "waiting", "weights")
 
     def __init__(
-        self, entry: tuple, pieces: list[tuple[int, Any]], chunk: int, units: Callable[[Any], int]
+        self,
+        entry: tuple[Job, Any, list[Any]],
+        pieces: list[tuple[int, Any]],
+        chunk: int,
+        units: Callable[[Any], int],
     ) -> None:
         self.entry = entry
-        self.chunks: list[list] = []
+        self.chunks: list[list[Any]] = []
         self.owners: list[list[int]] = []
         self.weights: list[int] = []  # each chunk's samples or paths
         for owner, piece in pieces:
@@ -83,22 +90,22 @@ class Split:
             self.chunks[-1].append(piece)
             self.owners[-1].append(owner)
             self.weights[-1] += weight
-        self.results: list[list | None] = [None] * len(self.chunks)
+        self.results: list[list[Any] | None] = [None] * len(self.chunks)
         self.waiting: deque[int] = deque(range(len(self.chunks)))
         self.in_flight = 0
         self.failed = False
 
     @property
-    def job(self):
+    def job(self) -> Job:
         return self.entry[0]
 
     @property
     def done(self) -> bool:
         return not self.waiting and not self.in_flight
 
-    def assemble(self, merge: Callable[[list], Any] | None) -> list:
+    def assemble(self, merge: Callable[[list[Any]], Any] | None) -> list[Any]:
         """The entry's results in its requests' order (pieces of one request merged)."""
-        grouped: dict[int, list] = {}
+        grouped: dict[int, list[Any]] = {}
         for owners, results in zip(self.owners, self.results):
             for owner, result in zip(owners, results or ()):
                 grouped.setdefault(owner, []).append(result)
@@ -116,9 +123,10 @@ class SharedLane(Lane):
         merge: joins one request's piece results (`merge_generations`; None: one piece each).
     """
 
-    def __init__(self, kind: str, call: Callable[[list], Any], events: queue.SimpleQueue, pool: Executor,
-                 parallel: bool, size: int, pieces: Callable[[list, int], list[tuple[int, Any]]],
-                 units: Callable[[Any], int], merge: Callable[[list], Any] | None = None) -> None:
+    def __init__(self, kind: str, call: Callable[[list[Any]], Any],
+                 events: queue.SimpleQueue[tuple[Any, ...]], pool: Executor, parallel: bool, size: int,
+                 pieces: Callable[[list[Any], int], list[tuple[int, Any]]],
+                 units: Callable[[Any], int], merge: Callable[[list[Any]], Any] | None = None) -> None:
         super().__init__(kind, call, events, pool, parallel)
         if size < 1:
             raise ValueError(f"a shared lane's call size must be >= 1, got {size!r}")
@@ -149,12 +157,12 @@ class SharedLane(Lane):
             return 0
         return self._start(self._parallel_calls() if self.parallel else [self._shared_call()])
 
-    def _item(self, split: Split, chunk_ids: list[int]) -> tuple:
+    def _item(self, split: Split, chunk_ids: list[int]) -> tuple[Job, tuple[Split, list[int]], list[Any]]:
         split.in_flight += len(chunk_ids)
         requests = [r for k in chunk_ids for r in split.chunks[k]]
         return (split.job, (split, chunk_ids), requests)
 
-    def _parallel_calls(self) -> list[list]:
+    def _parallel_calls(self) -> list[list[Any]]:
         """Every waiting chunk as its own call, at once (a server batches them itself)."""
         calls = []
         for split in self.waiting:
@@ -163,7 +171,7 @@ class SharedLane(Lane):
         self.waiting = []
         return calls
 
-    def _shared_call(self) -> list:
+    def _shared_call(self) -> list[Any]:
         """One call of at most ``size`` units: one chunk per waiting problem in turn (at least one
         chunk); the problems served go to the back of the queue."""
         taken: dict[int, list[int]] = {}
@@ -189,7 +197,9 @@ class SharedLane(Lane):
         self.waiting = rest + [s for s in served if s.waiting]
         return items
 
-    def finished(self, items: list, results: dict[int, list]) -> tuple[list, dict[int, list]]:
+    def finished(
+        self, items: list[Any], results: dict[int, list[Any]]
+    ) -> tuple[list[Any], dict[int, list[Any]]]:
         """Count the call and file its chunks' results; the entries whose every chunk is back (or
         that failed, with nothing more in flight) and their assembled results, keyed by job."""
         super().finished(items, results)

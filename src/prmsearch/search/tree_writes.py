@@ -12,7 +12,14 @@ from dataclasses import replace
 
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
 from prmsearch.costs import ModelCost
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams, generation_request
+from prmsearch.policies.base import (
+    Finish,
+    Generation,
+    GenerationRequest,
+    SamplingParams,
+    StepOutput,
+    generation_request,
+)
 from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores, path_score_request
 from prmsearch.search.failures import describe
 from prmsearch.search.job import Job
@@ -121,7 +128,7 @@ class TreeWriter:
         sampling = self.solution_sampling if expand.full_solution else self.sampling
         if expand.greedy:
             sampling = replace(sampling, temperature=0.0)
-        requests = []
+        requests: list[GenerationRequest] = []
         logprobs = self.wants_logprobs(job.strategy)
         paths = job.paths  # the frontier's paths, kept from the round that made it
         expansions = job.expansions
@@ -160,7 +167,9 @@ class TreeWriter:
 
     # ------------------------------------------------------------------ generations
     def write_generations(
-        self, batch: list[tuple[Job, Expand, list]], generations: dict[int, list]
+        self,
+        batch: list[tuple[Job, Expand, list[GenerationRequest]]],
+        generations: dict[int, list[Generation]],
     ) -> list[tuple[Job, Spans, list[ScoreRequest]]]:
         """Write each job's children and hand back ``(job, spans, score requests)`` for scoring;
         a job whose generation failed (its error is set) is left out."""
@@ -187,7 +196,7 @@ class TreeWriter:
         # one step per sample: every child of the round is written into the tree at once
         parents: list[int] = []
         texts: list[str] = []
-        sample_list: list = []
+        sample_list: list[StepOutput] = []
         # the round's generation costs, charged at once: a column entry per prefill and per
         # decoded sample, summed by `ModelCost.generation_flops_columns` (no call per request)
         prefill_cached: list[int] = []
@@ -288,7 +297,7 @@ class TreeWriter:
         self.stats.nodes += len(tree) - size_before
         return reply, range(first, child), score_requests  # one new node per score request
 
-    def add_chain(self, job: Job, node: int, sample, delimiter: str) -> Span:
+    def add_chain(self, job: Job, node: int, sample: StepOutput, delimiter: str) -> Span:
         """Split a whole solution at the delimiter into a chain of step nodes (one tree write);
         the sample's tokens, their log-probabilities and its finish sit on the chain's last node."""
         tree = job.tree
@@ -335,7 +344,7 @@ class TreeWriter:
 
     # ------------------------------------------------------------------ scores
     def write_scored(
-        self, batch: list[tuple[Job, Spans, list[ScoreRequest]]], scored: dict[int, list]
+        self, batch: list[tuple[Job, Spans, list[ScoreRequest]]], scored: dict[int, list[StepScores | None]]
     ) -> None:
         """Write the scores each job got back (a job whose scoring failed has its error set)."""
         for job, spans, requests in batch:
@@ -394,7 +403,7 @@ class TreeWriter:
                 )
             return
         written: list[int] = []
-        values: list[float] = []
+        values = []
         charged: list[tuple[int, int, int]] = []
         computed = cached = 0
         for node, request, result in zip(nodes, requests, results):

@@ -190,7 +190,7 @@ def stream_chunks(
                 body = {"delta": {"content": text}} if chat else {"text": text}
                 chunks.append(chunk([{"index": index, **body, "finish_reason": None, "logprobs": None,
                                       "prmsearch": {"step": k, "step_score": score}}]))
-            last = {"delta": {}} if chat else {"text": ""}
+            last: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
             chunks.append(chunk([{"index": index, **last, "finish_reason": solution.finish_reason,
                                   "logprobs": None, "prmsearch": solution.facts()}]))
     final: dict[str, Any] = {"prmsearch": search_facts(request, results)}

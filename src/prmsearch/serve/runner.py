@@ -31,6 +31,8 @@ def serve(searcher: Searcher, config: ServeConfig | None = None, log_level: str 
     try:
         uvicorn.run(app, host=config.host, port=config.port, log_level=log_level,
                     access_log=log_level == "debug",
-                    timeout_graceful_shutdown=config.drain_timeout_s)  # SIGTERM: drain, then close
+                    # SIGTERM: drain, then close. uvicorn annotates this int | None; it is the
+                    # float seconds of an asyncio.timeout
+                    timeout_graceful_shutdown=config.drain_timeout_s)  # type: ignore[arg-type]
     finally:
         searcher.close()  # a server that stops leaves no engine behind

@@ -401,8 +401,8 @@ def aggregate(
                 hits = [prepared.correct[select_response(prepared, idx, s, a_row)] for idx in subsets]
                 per_question[(s.value, a.value, n)][q] = np.mean(hits)
     results = []
-    for (s, a, n), values in per_question.items():
-        results.append(_cell(s, a, n, values))
+    for (selection, aggregation, n), values in per_question.items():
+        results.append(_cell(selection, aggregation, n, values))
     for n, values in oracle.items():
         results.append(_cell(ORACLE, None, n, values))
     return {

@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -104,7 +104,9 @@ def _summary(cells: dict[Cell, list[dict]], dataset: str, n_problems: int,
              grade: Grade | None = None) -> dict[str, Any]:
     """The summary of the cells that have rows: one run each, in key order."""
     if grade is None:  # the grader caches its expensive (symbolic) verdicts itself
-        from prmsearch.benchmarks.grading import is_equivalent as grade
+        from prmsearch.benchmarks.grading import is_equivalent
+
+        grade = is_equivalent
 
     runs = []
     for (strategy, budget, seed), group in sorted(cells.items()):
@@ -238,7 +240,9 @@ def series_looks(names: list[str]) -> dict[str, tuple[Any, str, str]]:
     import matplotlib.pyplot as plt
 
     bases = sorted({name.split(" [")[0] for name in names})
-    palette = plt.get_cmap("tab10" if len(bases) <= 10 else "tab20").colors
+    # tab10 and tab20 are ListedColormaps, whose colors are a tuple of RGB tuples (matplotlib
+    # annotates get_cmap as returning the base Colormap, which has no colors)
+    palette: Sequence[Any] = cast(Any, plt.get_cmap("tab10" if len(bases) <= 10 else "tab20")).colors
     scorers = sorted({name.partition(" [")[2] for name in names} - {""})
     looks = {}
     for name in names:

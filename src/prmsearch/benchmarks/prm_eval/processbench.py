@@ -189,7 +189,11 @@ def tune_threshold(
     acc_err, acc_ok = hits_err / n_err, hits_ok / n_ok
     total = acc_err + acc_ok
     f1 = np.divide(2 * acc_err * acc_ok, total, out=np.zeros_like(total), where=total > 0)
-    best = max(range(len(grid)), key=lambda i: (round(f1[i], 12), -abs(grid[i] - 0.5), -grid[i]))
+
+    def rank(i: int) -> tuple[Any, Any, Any]:  # F1, then closeness to 0.5, then the lower threshold
+        return round(f1[i], 12), -abs(grid[i] - 0.5), -grid[i]
+
+    best = max(range(len(grid)), key=rank)
     return first_error_report(labels, step_scores, float(grid[best]))
 
 

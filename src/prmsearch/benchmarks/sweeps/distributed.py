@@ -18,11 +18,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prmsearch.benchmarks.sweeps.results import ResultRow
 from prmsearch.policies.base import Policy
 from prmsearch.scorers.base import Scorer
+
+if TYPE_CHECKING:
+    from prmsearch.api import Searcher
 
 BackendFactory = Callable[[], tuple[Policy, Scorer]]
 #: A unit of work: (strategy, budget, seed, problems of one chunk).
@@ -94,7 +97,7 @@ class SweepWorker:
             matcher = search_matcher()
         self.grade, self.matcher = grade, matcher
         self._cell: tuple[str, int, int] | None = None
-        self._searcher = None
+        self._searcher: Searcher | None = None
 
     def run(self, strategy: str, budget: int, seed: int, problems: Sequence[Any]) -> list[dict[str, Any]]:
         """The rows of one chunk as JSON objects (plain data across the process boundary), in the
@@ -107,6 +110,7 @@ class SweepWorker:
             self._searcher = make_searcher(self.config, self.policy, self.scorer, *cell, self.matcher)
             self._cell = cell
         rows: list[ResultRow] = []
+        assert self._searcher is not None  # made for the first cell above
         chunk_rows(self._searcher, list(problems), strategy, budget, seed, self.grade, rows.append)
         return [row.to_dict() for row in rows]
 

@@ -35,7 +35,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prmsearch.benchmarks.sweeps.config import SweepConfig
 
@@ -191,7 +191,7 @@ def _backend(data: dict[str, Any], what: str, source: str) -> BackendSpec:
                     get_prompt_format(args["prompt_format"])
                 except ValueError as exc:
                     raise RecipeError(f"{source}: policy.args.prompt_format: {exc}") from None
-        return BackendSpec(backend, model, None, dict(args))
+        return BackendSpec(cast(str, backend), model, None, dict(args))  # a policy name, checked above
     family = data.get("family")
     from prmsearch.scorers.formats import PRM_FORMATS
 

@@ -137,7 +137,7 @@ class ResultsFolder:
         """
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = folder_lock.acquire(self.path)
+            self._lock: Path | None = folder_lock.acquire(self.path)
         except folder_lock.FolderInUseError as exc:
             raise ResultsFolderError(str(exc)) from None
         except OSError as exc:

@@ -126,7 +126,7 @@ def append_sibling_rows(
         from prmsearch.benchmarks.grading import is_equivalent
 
         grade = is_equivalent
-    verdicts: dict[tuple[str, str], bool] = {}
+    verdicts: dict[tuple[str | None, str], bool] = {}
 
     def cached_grade(answer: str | None, gold: str) -> bool:
         if (answer, gold) not in verdicts:

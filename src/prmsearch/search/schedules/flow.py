@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.job import Job
@@ -53,7 +54,7 @@ def run_flow(
     writer: TreeWriter,
     stats: RunStats,
     groups: int = 1,
-    events: queue.SimpleQueue | None = None,
+    events: queue.SimpleQueue[tuple[Any, ...]] | None = None,
     accepting: bool = False,
     max_batch: int | None = None,
 ) -> None:
@@ -110,7 +111,7 @@ def run_flow(
             elif not running and busy_since:
                 stats.backend_s += time.perf_counter() - busy_since.pop()
 
-        def generated(items: list, generations: dict[int, list]) -> None:
+        def generated(items: list[Any], generations: dict[int, list[Any]]) -> None:
             written = writer.write_generations(items, generations)
             for job, _, _ in items:
                 if job.error is not None:  # its generation failed
@@ -121,7 +122,7 @@ def run_flow(
                 else:
                     advance(entry[0])
 
-        def scored(items: list, scores: dict[int, list]) -> None:
+        def scored(items: list[Any], scores: dict[int, list[Any]]) -> None:
             writer.write_scored(items, scores)
             for job, _, _ in items:
                 if job.error is not None:

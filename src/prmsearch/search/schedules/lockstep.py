@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import Expand
 from prmsearch.search.results import RunStats
 from prmsearch.search.tree_writes import TreeWriter
+
+Batch = TypeVar("Batch")
 
 
 def run_lockstep(
@@ -44,8 +47,8 @@ def run_lockstep(
 
 
 def timed(
-    stats: RunStats, backend: str, call: Callable[[list], dict[int, list]], batch: list
-) -> dict[int, list]:
+    stats: RunStats, backend: str, call: Callable[[Batch], dict[int, list[Any]]], batch: Batch
+) -> dict[int, list[Any]]:
     """One backend call, counted in ``stats`` (``backend`` "policy" or "scorer")."""
     started = time.perf_counter()
     out = call(batch)

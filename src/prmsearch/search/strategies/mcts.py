@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,7 +232,9 @@ def mcts(tree: SearchTree, cfg: MCTSConfig, rng: np.random.Generator) -> SearchG
     return Choice(node, candidates)
 
 
-def _roll_out(tree: SearchTree, search: _Search, cfg: MCTSConfig, starts: list[int]) -> SearchGenerator:
+def _roll_out(
+    tree: SearchTree, search: _Search, cfg: MCTSConfig, starts: list[int]
+) -> Generator[Expand, list[list[int]], None]:
     """One whole-solution rollout from each start node; back up each rollout's aggregated score."""
     groups = yield Expand(tuple((c, 1) for c in starts), full_solution=True)
     for start, (end,) in zip(starts, groups, strict=True):

@@ -78,7 +78,8 @@ def particle_weights(scores: np.ndarray, temperature: float) -> np.ndarray:
     logits = np.log(p) - np.log1p(-p)
     logits = logits / temperature
     weights = np.exp(logits - logits.max())
-    return weights / weights.sum()
+    normalised: np.ndarray = weights / weights.sum()
+    return normalised
 
 
 def resample(weights: np.ndarray, count: int, method: Resampling, rng: np.random.Generator) -> np.ndarray:

@@ -42,7 +42,7 @@ def balanced_counts(scores: np.ndarray, budget: int, temperature: float) -> np.n
     values = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0) / temperature
     weights = np.exp(values - values.max())
     shares = budget * weights / weights.sum()
-    counts = np.floor(shares).astype(int)
+    counts: np.ndarray = np.floor(shares).astype(int)
     remainder = budget - int(counts.sum())
     order = np.argsort(-(shares - counts), kind="stable")
     counts[order[:remainder]] += 1
@@ -56,7 +56,7 @@ def rebase(tree: SearchTree, cfg: RebaseConfig, rng: np.random.Generator) -> Sea
     requests: tuple[tuple[int, int], ...] = ((ROOT, cfg.n),)
     while requests:
         groups = yield Expand(requests)
-        frontier = []
+        frontier: list[int] = []
         for child in (c for group in groups for c in group):
             (finished if tree.terminal[child] else frontier).append(child)
         budget = cfg.n - len(finished)
