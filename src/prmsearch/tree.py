@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -164,44 +164,27 @@ class SearchTree:
         self.path_min.extend(nans)
         self.path_sum.extend(nans)
         self.path_prod.extend(nans)
-        return first  # the children lists catch up when read (`_children_now`)
+        children = self._children
+        children.extend([] for _ in range(k))
+        for node, p in enumerate(parents, first):
+            children[p].append(node)
+        return first
 
     def set_score(self, node: int, score: float) -> None:
-        """Record the PRM step score of ``node`` and its running path statistics.
+        """Record the PRM step score of ``node`` and its running path statistics (its parent must
+        be scored first, or be the root)."""
+        self.set_scores([node], [score])
 
-        The parent must be scored first (or be the root), which holds whenever paths are
-        scored root-first, as the driver does.
-        """
-        parent = self.parent[node]
-        self.score[node] = score
-        self.path_min[node] = min(self.path_min[parent], score)
-        self.path_sum[node] = self.path_sum[parent] + score
-        self.path_prod[node] = self.path_prod[parent] * score
-
-    def set_path_scores(self, paths: Iterable[tuple[int, Sequence[float]]]) -> None:
-        """Record the step scores of each path's new nodes, ``(first, values)`` for the
-        consecutive nodes ``first, first + 1, ...`` (a chain written at once, or one node), and
-        their running path statistics. Each node's parent must be scored first or be among the
-        earlier nodes, as when paths are scored root-first. The driver writes a round's scores of
-        one problem in one call (a call per path cost beam search about 2 us a node; a round of
-        one-step paths goes through :meth:`set_step_scores`, without a tuple per path)."""
-        for first, values in paths:
-            self.set_step_scores(range(first, first + len(values)), values)
-
-    def set_step_scores(self, nodes: Sequence[int], values: Sequence[float]) -> None:
-        """Record one step score per node and the running path statistics, as
-        :meth:`set_path_scores` with one-step paths (a round of step-by-step search writes all
-        its scores of a problem in this one call). Parents first, as there."""
-        parent, score, path_min, path_sum, path_prod = (
-            self.parent, self.score, self.path_min, self.path_sum, self.path_prod
-        )
+    def set_scores(self, nodes: Iterable[int], values: Iterable[float]) -> None:
+        """Record one step score per node and each node's running path min, sum and product.
+        Parents first: a node's parent must be scored before it (or be the root), which holds
+        when paths are scored root-first, as the driver does."""
         for node, value in zip(nodes, values, strict=True):
-            up = parent[node]
-            score[node] = value
-            low = path_min[up]
-            path_min[node] = value if value < low else low
-            path_sum[node] = path_sum[up] + value
-            path_prod[node] = path_prod[up] * value
+            up = self.parent[node]
+            self.score[node] = value
+            self.path_min[node] = min(self.path_min[up], value)
+            self.path_sum[node] = self.path_sum[up] + value
+            self.path_prod[node] = self.path_prod[up] * value
 
     def mark_terminal(
         self, node: int, *, truncated: bool = False, answer: str | None = None, group: int = -1
@@ -220,7 +203,7 @@ class SearchTree:
     # ----------------------------------------------------------------- reading
     def children(self, node: int) -> list[int]:
         """Ids of the children of ``node``, in creation order (do not mutate)."""
-        return self._children_now()[node]
+        return self._children[node]
 
     def path(self, node: int) -> list[int]:
         """Node ids from the first step to ``node`` (the root excluded)."""
@@ -261,20 +244,7 @@ class SearchTree:
 
     def leaves(self) -> list[int]:
         """Ids of nodes without children (the root only when nothing was expanded)."""
-        return [i for i, kids in enumerate(self._children_now()) if not kids]
-
-    def _children_now(self) -> list[list[int]]:
-        """The children lists, brought up to date with the nodes added since they were last
-        read: the search's hot path (``add_steps``) only appends to the parent column, and
-        most strategies never ask for children (a list per node and an append per child were
-        two fifths of ``add_steps``)."""
-        children, parent = self._children, self.parent
-        known, size = len(children), len(parent)
-        if known < size:
-            children.extend([[] for _ in range(size - known)])
-            for node in range(known, size):
-                children[parent[node]].append(node)
-        return children
+        return [i for i, kids in enumerate(self._children) if not kids]
 
     def terminals(self) -> list[int]:
         """Ids of terminal nodes, in creation order."""
@@ -324,7 +294,10 @@ class SearchTree:
             elif name in _FLOAT_COLUMNS:
                 values = [_decode_float(v) for v in values]
             setattr(tree, name, list(values))
-        return tree  # its children lists are built when first read
+        tree._children = [[] for _ in tree.parent]
+        for node, parent in enumerate(tree.parent[1:], 1):
+            tree._children[parent].append(node)
+        return tree
 
     def to_json(self) -> str:
         """Strict JSON text of :meth:`to_dict`."""

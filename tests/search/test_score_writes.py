@@ -1,5 +1,5 @@
-"""A round's scores written by columns (`last_scores`) when every reply is well formed, and node
-by node, with the same errors as before, when one is not."""
+"""A round's scores: checked against their requests (only the new steps must be probabilities),
+written, and a malformed reply fails its own problem only; each request's seed."""
 
 from __future__ import annotations
 
@@ -8,37 +8,30 @@ import pytest
 from helpers import synthetic_backends
 
 from prmsearch import Searcher
-from prmsearch.scorers.base import StepScores, path_score_request
-from prmsearch.search.score_replies import last_scores
+from prmsearch.scorers.base import ScoreRequest, StepScores, check_scores
 
 
-def requests(*lengths: int):
-    return [path_score_request("q", tuple(f"s{i}" for i in range(k))) for k in lengths]
-
-
-def test_well_formed_replies_become_columns():
-    replies = [StepScores(np.array([0.2, 0.7]), 5, 3), StepScores([0.4, 0.1, 1.0], 2, 0)]
-    values, computed, cached = last_scores(requests(2, 3), replies)
-    assert values == [0.7, 1.0] and all(type(v) is float for v in values)
-    assert computed == [5, 2] and cached == [3, 0]
-    assert last_scores([], []) == ([], [], [])
+def test_the_new_steps_scores_are_checked_and_returned():
+    request = ScoreRequest("q", ("s0", "s1", "s2"))
+    assert check_scores(request, StepScores(np.array([0.2, 0.7, 1.0]))) == [0.2, 0.7, 1.0]
+    assert check_scores(request, StepScores([0.2, 0.7, 1.0]), new=1) == [1.0]
+    # a step written in an earlier round is not checked again
+    assert check_scores(request, StepScores(np.array([np.nan, 0.7, 0.4])), new=2) == [0.7, 0.4]
 
 
 @pytest.mark.parametrize(
-    "reply",
+    ("scores", "message"),
     [
-        None,  # the PRM could not read the path: it ends unscored, node by node
-        StepScores(np.array([0.2])),  # one score for two steps
-        StepScores(np.array([0.2, np.nan])),
-        StepScores(np.array([0.2, 1.5])),
-        StepScores(np.array([0.2, -0.1])),
-        StepScores(np.array([[0.2], [0.3]])),  # a column, not one score per step
-        StepScores(np.array([0.2, 0.3], dtype=np.float32)),  # left to the full check
+        (np.array([0.2, 0.5]), "scores for 3 steps"),  # one score short
+        (np.array([[0.2], [0.3], [0.4]]), "scores for 3 steps"),  # a column, not one per step
+        (np.array([0.2, 0.3, np.nan]), "probabilities"),
+        (np.array([0.2, 0.3, 1.5]), "probabilities"),
+        (np.array([0.2, 0.3, -0.1]), "probabilities"),
     ],
 )
-def test_any_other_reply_sends_the_round_node_by_node(reply):
-    good = StepScores(np.array([0.5, 0.5]))
-    assert last_scores(requests(2, 2), [good, reply]) is None
+def test_a_malformed_reply_is_an_error_naming_what_is_wrong(scores, message):
+    with pytest.raises(ValueError, match=message):
+        check_scores(ScoreRequest("q", ("s0", "s1", "s2")), StepScores(scores), new=1)
 
 
 class ScoresOver:
@@ -77,13 +70,12 @@ def test_each_request_is_seeded_by_node_and_expansion_count(rounds):
     from prmsearch.search.protocol import Expand, make_strategy
     from prmsearch.seeding import mix_seed
 
-    policy, scorer = synthetic_backends(depth=3)
-    writer = Driver(policy, scorer).writer
+    driver = Driver(*synthetic_backends(depth=3))
     job = Job(0, "q", make_strategy("beam", n=4), seed=11)
     nodes = [0] * 2 + list(range(1, rounds))  # only the root exists; check_expand is not run here
     job.tree.add_steps([0] * rounds, ["s"] * rounds, [()] * rounds, [0.0] * rounds, ["step"] * rounds)
-    first = writer.requests(job, Expand(tuple((node, 1) for node in nodes)))
-    again = writer.requests(job, Expand(((0, 1),)))
+    first = driver.generation_requests(job, Expand(tuple((node, 1) for node in nodes)))
+    again = driver.generation_requests(job, Expand(((0, 1),)))
     expected = [mix_seed(11, 0, 0), mix_seed(11, 0, 1)] + [mix_seed(11, node, 0) for node in range(1, rounds)]
     assert [r.seed for r in first] == expected
     assert [r.seed for r in again] == [mix_seed(11, 0, 2)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,25 +28,6 @@ class ScoreRequest:
     question: str
     steps: tuple[str, ...]
     token_logprobs: tuple[tuple[float, ...], ...] | None = None
-
-
-_new_object = object.__new__
-# The slots' member descriptors, read through Any: mypy takes these names for the instance fields.
-_set_question = cast(Any, ScoreRequest).question.__set__
-_set_steps = cast(Any, ScoreRequest).steps.__set__
-_set_token_logprobs = cast(Any, ScoreRequest).token_logprobs.__set__
-
-
-def path_score_request(question: str, steps: tuple[str, ...]) -> ScoreRequest:
-    """``ScoreRequest(question, steps)``, built in half the time: the driver makes one per new
-    node, and a frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs
-    about 0.8 us of a node's ~5 us. Writes the slots directly; the result is equal to the
-    constructor's."""
-    request = _new_object(ScoreRequest)
-    _set_question(request, question)
-    _set_steps(request, steps)
-    _set_token_logprobs(request, None)
-    return request
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +81,10 @@ class Scorer(Protocol):
         ...
 
 
-def check_scores(request: ScoreRequest, result: StepScores) -> list[float]:
-    """Validate one result against its request and return the scores as Python floats.
+def check_scores(request: ScoreRequest, result: StepScores, new: int | None = None) -> list[float]:
+    """Validate one result against its request and return the scores as Python floats: all of
+    them, or with ``new`` the last ``new`` only (the steps a search writes; only they must be
+    probabilities).
 
     A count mismatch means the PRM's step tags misaligned with the steps: that is an error,
     never something to pad or truncate silently.
@@ -114,10 +97,11 @@ def check_scores(request: ScoreRequest, result: StepScores) -> list[float]:
             "step separators must match the steps one to one (check the separator token and "
             "that no step contains it)"
         )
-    if values:
-        total = sum(values)  # NaN anywhere makes the sum NaN; three C-level passes, no Python loop
-        if total != total or min(values) < 0.0 or max(values) > 1.0:
-            raise ValueError(f"step scores must be probabilities in [0, 1], got {values}")
+    if new is not None:
+        values = values[len(values) - new :]
+    total = sum(values)  # NaN anywhere makes the sum NaN
+    if values and (total != total or min(values) < 0.0 or max(values) > 1.0):
+        raise ValueError(f"step scores must be probabilities in [0, 1], got {values}")
     return values
 
 

@@ -39,16 +39,6 @@ def batched_call(
     if not flat:
         return {}
     out: dict[int, list[Any]] = {}
-    try:
-        results = call(flat)
-        check(flat, results)
-        offset = 0
-        for job, requests in per_job:
-            out[id(job)] = results[offset : offset + len(requests)]
-            offset += len(requests)
-        return out
-    except Exception as exc:
-        first_failure = exc
 
     def fail(job: Job, requests: list[Any], exc: BaseException) -> None:
         results = recover(job, requests, exc) if recover is not None else None
@@ -57,25 +47,47 @@ def batched_call(
         else:
             out[id(job)] = results
 
-    if len(per_job) == 1 or backend_unreachable(first_failure):
-        for job, requests in per_job:  # one by one cannot reach a server that is down
-            fail(job, requests, first_failure)
+    try:
+        results = call(flat)
+        check(flat, results)
+    except Exception as exc:
+        one_by_one(per_job, call, check, out, fail, exc)
         return out
-    last = first_failure
+    offset = 0
+    for job, requests in per_job:
+        out[id(job)] = results[offset : offset + len(requests)]
+        offset += len(requests)
+    return out
+
+
+def one_by_one(
+    per_job: Sequence[tuple[Job, list[Any]]],
+    call: Callable[[list[Any]], list[Any]],
+    check: Callable[[list[Any], list[Any]], None],
+    out: dict[int, list[Any]],
+    fail: Callable[[Job, list[Any], BaseException], None],
+    failure: Exception,
+) -> None:
+    """After a batched call raised ``failure``: each job's requests as a call of their own, so
+    only the jobs that still fail stop (``fail``); every job at once when the backend cannot be
+    reached, or when there was only one."""
+    if len(per_job) == 1 or backend_unreachable(failure):
+        for job, requests in per_job:  # one by one cannot reach a server that is down
+            fail(job, requests, failure)
+        return
     for job, requests in per_job:
         try:
             results = call(requests)
             check(requests, results)
             out[id(job)] = results
-        except Exception as job_exc:
-            fail(job, requests, job_exc)
-            if backend_unreachable(job_exc):
-                last = job_exc
+        except Exception as exc:
+            fail(job, requests, exc)
+            if backend_unreachable(exc):
+                failure = exc
                 break
     for job, requests in per_job:  # the jobs a down server left untried
         if id(job) not in out and job.error is None:
-            fail(job, requests, last)
-    return out
+            fail(job, requests, failure)
 
 
 def check_generations(requests: list[GenerationRequest], gens: list[Generation]) -> None:

@@ -35,26 +35,6 @@ class Job:
         paths: step texts of the last round's new nodes (the next round expands them, mostly).
     """
 
-    __slots__ = (
-        "choice",
-        "error",
-        "error_kind",
-        "expansions",
-        "gen",
-        "groups",
-        "index",
-        "ledger",
-        "paths",
-        "reply",
-        "seed",
-        "seed_state",
-        "started",
-        "strategy",
-        "ticket",
-        "too_long",
-        "tree",
-    )
-
     def __init__(self, index: int, question: str, strategy: BoundStrategy, seed: int) -> None:
         self.index = index
         self.strategy = strategy
@@ -84,6 +64,25 @@ class Job:
     def cancelled(self) -> bool:
         """Whether a session's caller stopped waiting for it."""
         return self.ticket is not None and self.ticket.cancelled()
+
+    def count_expansion(self, node: int) -> int:
+        """How often ``node`` was expanded before (each expansion gets a seed of its own)."""
+        serial = self.expansions.get(node, 0)
+        self.expansions[node] = serial + 1
+        return serial
+
+    def path_steps(self, node: int) -> tuple[str, ...]:
+        """The step texts of the path to ``node``: kept from the round that made it (the next
+        round expands those nodes, mostly), else read off the tree."""
+        steps = self.paths.get(node)
+        return steps if steps is not None else self.tree.path_steps(node)
+
+    def end_too_long(self, node: int) -> None:
+        """A path the PRM cannot read: it stays unscored and ends here (truncated), keeping the
+        answer it already has, and the problem goes on with its other paths."""
+        self.too_long += 1
+        if not self.tree.terminal[node]:
+            self.tree.mark_terminal(node, truncated=True)
 
     def advance(self) -> Expand | None:
         """Resume the strategy with the last reply; its next `Expand`, or None when it finished
@@ -127,14 +126,6 @@ def check_expand(tree: SearchTree, expand: object) -> None:
     if not expand.requests:
         raise ValueError("a strategy yielded an Expand with no requests")
     size = len(tree)
-    try:  # the common case, checked by columns: every node open and in the tree, every count >= 1
-        nodes, counts = zip(*expand.requests)
-        if min(nodes) >= 0 and max(nodes) < size and min(counts) >= 1 and not any(
-            map(tree.terminal.__getitem__, nodes)
-        ):
-            return
-    except (TypeError, ValueError, IndexError):
-        pass  # malformed requests: the loop below names the first bad one
     for node, count in expand.requests:
         if not 0 <= node < size:
             raise ValueError(f"strategy asked to expand node {node}, not in the tree")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+from prmsearch.search.events import CallEnded, Event
+
 
 class Lane:
     """The calls of one backend: what waits, what runs, and how long the backend was busy.
@@ -30,7 +32,7 @@ class Lane:
     """
 
     def __init__(self, kind: str, call: Callable[[list[Any]], Any],
-                 events: queue.SimpleQueue[tuple[Any, ...]], pool: Executor, parallel: bool) -> None:
+                 events: queue.SimpleQueue[Event], pool: Executor, parallel: bool) -> None:
         self.kind = kind
         self.call = call
         self.events = events
@@ -73,8 +75,8 @@ class Lane:
         return len(batches)
 
     def _poster(self, items: list[Any]) -> Callable[[Future[Any]], None]:
-        """The done-callback of one call on ``items``: posts ``(kind, items, future)``."""
-        return lambda done: self.events.put((self.kind, items, done))
+        """The done-callback of one call on ``items``: posts its `CallEnded` event."""
+        return lambda done: self.events.put(CallEnded(self.kind, items, done))
 
     def drop(self, dropped: Callable[[Any], bool]) -> None:
         """Leave out the waiting entries whose job ``dropped`` ends (a caller stopped waiting)."""

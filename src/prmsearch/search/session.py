@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any
 
 from prmsearch.search.driver import Driver
-from prmsearch.search.gc_pauses import fewer_gc_pauses
+from prmsearch.search.events import Close, Event, Joined, Wake
 from prmsearch.search.job import Job
 from prmsearch.search.protocol import BoundStrategy
 from prmsearch.search.results import SearchResult
@@ -63,7 +62,7 @@ class DriverSession:
     def __init__(self, driver: Driver, annotate: Callable[[str], str | None] | None = None) -> None:
         self.driver = driver
         self.annotate = annotate
-        self._events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._open = True
         self._error: BaseException | None = None
@@ -109,7 +108,7 @@ class DriverSession:
             job = Job(number, question, strategy, int(seed))
             job.ticket = future
             self._pending[future] = job
-            self._events.put(("job", job))
+            self._events.put(Joined(job))
         future.add_done_callback(self._wake_if_cancelled)
         return future
 
@@ -128,7 +127,7 @@ class DriverSession:
         """A cancelled problem is dropped at the flow's next event: send one now, so that a
         caller who stopped waiting frees its batch slots at once, not when other work returns."""
         if future.cancelled():
-            self._events.put(("wake",))
+            self._events.put(Wake())
 
     def close(self, wait: bool = True, timeout: float | None = None) -> bool:
         """Take no more problems; with ``wait``, return once every submitted one has finished, or
@@ -137,7 +136,7 @@ class DriverSession:
         with self._lock:
             if self._open:
                 self._open = False
-                self._events.put(("close",))
+                self._events.put(Close())
         if wait and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
         return not self._thread.is_alive()
@@ -157,8 +156,7 @@ class DriverSession:
 
     def _run(self) -> None:
         try:
-            with fewer_gc_pauses():
-                self.driver.flow([], self._finish, events=self._events, accepting=True)
+            self.driver.flow([], self._finish, events=self._events, accepting=True)
         except BaseException as exc:  # a bug in the flow: fail every waiting caller, loudly
             with self._lock:
                 self._open = False

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from prmsearch.policies.base import Generation, GenerationRequest
+from prmsearch.search.events import Event
 from prmsearch.search.lanes import Lane
 from prmsearch.seeding import mix_seed
 
@@ -124,7 +125,7 @@ class SharedLane(Lane):
     """
 
     def __init__(self, kind: str, call: Callable[[list[Any]], Any],
-                 events: queue.SimpleQueue[tuple[Any, ...]], pool: Executor, parallel: bool, size: int,
+                 events: queue.SimpleQueue[Event], pool: Executor, parallel: bool, size: int,
                  pieces: Callable[[list[Any], int], list[tuple[int, Any]]],
                  units: Callable[[Any], int], merge: Callable[[list[Any]], Any] | None = None) -> None:
         super().__init__(kind, call, events, pool, parallel)
