@@ -47,7 +47,14 @@ from prmsearch.api import Searcher
 from prmsearch.benchmarks.sweeps.results import ResultsFolder, problem_digests, write_atomically
 from prmsearch.policies.base import GenerationRequest, Policy, SamplingParams
 from prmsearch.scorers.scripted import ScriptedScorer
-from prmsearch.search.protocol import BoundStrategy, Choice, Expand, SearchGenerator, StrategySpec
+from prmsearch.search.protocol import (
+    BoundStrategy,
+    Choice,
+    Expand,
+    SearchGenerator,
+    StrategyConfig,
+    StrategySpec,
+)
 from prmsearch.search.strategies.common import require_int
 from prmsearch.seeding import mix_seed, problem_seed
 from prmsearch.tree import ROOT, SearchTree
@@ -66,7 +73,7 @@ class LabelMethod(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class RolloutConfig:
+class RolloutConfig(StrategyConfig):
     """Policy samples per problem and Monte Carlo completions per distinct step prefix."""
 
     samples: int = 4

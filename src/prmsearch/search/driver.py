@@ -29,7 +29,7 @@ from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answe
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, StepOutput
 from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores, check_scores
-from prmsearch.search.aggregation import Aggregation, path_score, path_scores
+from prmsearch.search.aggregation import path_score, path_scores
 from prmsearch.search.calls import BackendCalls
 from prmsearch.search.config import POLICY_LOGPROBS, SCHEDULES, RunConfig
 from prmsearch.search.events import Event
@@ -328,9 +328,7 @@ class Driver:
         started = time.perf_counter()
         out = call(batch)
         elapsed = time.perf_counter() - started
-        setattr(self.stats, f"{backend}_batches", getattr(self.stats, f"{backend}_batches") + 1)
-        setattr(self.stats, f"{backend}_s", getattr(self.stats, f"{backend}_s") + elapsed)
-        self.stats.backend_s += elapsed
+        self.stats.count_call(backend, elapsed)
         return out
 
     def asynchronous(self, problems: int) -> bool:
@@ -361,7 +359,7 @@ class Driver:
         tree, strategy, choice = job.tree, job.strategy, job.choice
         job.ledger.wall_s = time.perf_counter() - job.started
         node = choice.node if choice is not None else ROOT
-        aggregation = Aggregation.parse(getattr(strategy.config, "aggregation", Aggregation.MIN))
+        aggregation = strategy.config.path_aggregation
         steps = tree.path_steps(node)
         answer = tree.answer[node]
         if answer is None and steps:

@@ -12,11 +12,12 @@ import dataclasses
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from prmsearch.registry import Registry
+from prmsearch.search.aggregation import Aggregation
 from prmsearch.tree import SearchTree
 
 
@@ -50,6 +51,58 @@ class Choice:
     report: tuple[tuple[str, Any], ...] = ()
 
 
+class StrategyConfig:
+    """Every hook the driver, the sweeps and the server read from a strategy's options, each with
+    its default; a config class overrides the ones that differ. `SearchConfig` (``n``,
+    ``aggregation``, ``selection``) is the usual base; a plain dataclass registered as a config
+    gets these defaults mixed in (`register_strategy`)."""
+
+    #: the one budget the strategy runs at (greedy: 1), or None when any budget is its ``n``
+    fixed_budget: ClassVar[int | None] = None
+    #: strategies of one sample family whose configs differ only in ``selection`` draw the same
+    #: samples, so a sweep runs one of them and re-selects the others' rows (None: no family)
+    sample_family: ClassVar[str | None] = None
+
+    @classmethod
+    def budget_options(cls, budget: int) -> dict[str, Any]:
+        """The options a budget of ``budget`` generations sets: ``n`` here; beam, DVTS and MCTS
+        also derive their width. `bench`, `serve` and the API all build a strategy at a budget
+        through this rule (`StrategySpec.at_budget`), so one id means one search everywhere."""
+        if cls.fixed_budget is not None:
+            if budget != cls.fixed_budget:
+                raise ValueError(f"this strategy runs at budget {cls.fixed_budget} only, got {budget}")
+            return {}
+        return {"n": budget}
+
+    @property
+    def needs_scores(self) -> bool:
+        """Whether the strategy reads step scores. The driver asks the PRM only when it does, so a
+        PRM-free strategy is charged no PRM compute."""
+        return True
+
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        """Whether the strategy reads the policy's log-probabilities. The driver asks the policy
+        for them only when the strategy or the scorer reads them: they cost a server about a
+        tenth of its tokens/s."""
+        return False
+
+    @property
+    def path_aggregation(self) -> Aggregation:
+        """How a result's path score combines its step scores."""
+        return Aggregation.MIN
+
+
+def with_hooks(config_cls: type) -> type[StrategyConfig]:
+    """``config_cls`` itself when it is a `StrategyConfig`, else the same dataclass with the
+    hooks' defaults mixed in (what it defines itself still wins)."""
+    if issubclass(config_cls, StrategyConfig):
+        return config_cls
+    names = {"__module__": config_cls.__module__, "__qualname__": config_cls.__qualname__,
+             "__doc__": config_cls.__doc__}
+    return type(config_cls.__name__, (config_cls, StrategyConfig), names)
+
+
 SearchGenerator = Generator[Expand, list[list[int]], Choice]
 Algorithm = Callable[[SearchTree, Any, np.random.Generator], SearchGenerator]
 
@@ -60,10 +113,13 @@ class StrategySpec:
     that may be given as a file (``file_options``: option name -> reader of that file)."""
 
     name: str
-    config_cls: type
+    config_cls: type[Any]
     algorithm: Algorithm
     summary: str
     file_options: Mapping[str, Callable[[Path], Any]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config_cls", with_hooks(self.config_cls))
 
     def configure(self, **overrides: Any) -> BoundStrategy:
         """Build the config from defaults plus ``overrides``; unknown options are errors."""
@@ -79,19 +135,20 @@ class StrategySpec:
     @property
     def fixed_budget(self) -> int | None:
         """The one budget the strategy runs at (greedy: 1), or None when any budget is its ``n``."""
-        return getattr(self.config_cls, "fixed_budget", None)
+        budget: int | None = self.config_cls.fixed_budget
+        return budget
 
     @property
     def sample_family(self) -> str | None:
-        """The strategy's sample family (see `SearchConfig.sample_family`), or None."""
-        return getattr(self.config_cls, "sample_family", None)
+        """The strategy's sample family (see `StrategyConfig.sample_family`), or None."""
+        family: str | None = self.config_cls.sample_family
+        return family
 
     def budget_options(self, budget: int, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The options of this strategy at ``budget``: what the config's budget rule derives
-        (``budget_options``; a config without one: ``n``), then ``options`` on top, except that
-        the budget always decides ``n``."""
-        rule = getattr(self.config_cls, "budget_options", None)
-        derived = dict(rule(budget)) if rule is not None else {"n": budget}
+        (`StrategyConfig.budget_options`), then ``options`` on top, except that the budget
+        always decides ``n``."""
+        derived = dict(self.config_cls.budget_options(budget))
         merged = {**derived, **dict(options or {})}
         if "n" in derived:
             merged["n"] = derived["n"]
@@ -128,7 +185,7 @@ class BoundStrategy:
     """A strategy with its validated config, ready to run on many trees."""
 
     spec: StrategySpec
-    config: Any
+    config: Any  # a dataclass with the `StrategyConfig` hooks (each strategy's own fields)
 
     @property
     def name(self) -> str:
@@ -140,17 +197,14 @@ class BoundStrategy:
 
     @property
     def needs_scores(self) -> bool:
-        """Whether the driver must score this strategy's steps (configs say so with a
-        ``needs_scores`` property; one without it is assumed to read scores)."""
-        return bool(getattr(self.config, "needs_scores", True))
+        """Whether the driver must score this strategy's steps (`StrategyConfig.needs_scores`)."""
+        return bool(self.config.needs_scores)
 
     @property
     def needs_logprobs(self) -> bool:
-        """Whether this strategy reads the policy's log-probabilities (configs say so with a
-        ``reads_policy_logprobs`` property; one without it reads none). The driver asks the
-        policy for them only when the strategy or the scorer reads them: they cost a server
-        about a tenth of its tokens/s."""
-        return config_reads_logprobs(self.config)
+        """Whether this strategy reads the policy's log-probabilities
+        (`StrategyConfig.reads_policy_logprobs`)."""
+        return bool(self.config.reads_policy_logprobs)
 
     def start(self, tree: SearchTree, rng: np.random.Generator) -> SearchGenerator:
         """A fresh search generator over ``tree``."""
@@ -158,12 +212,6 @@ class BoundStrategy:
 
 
 STRATEGIES: Registry[StrategySpec] = Registry("strategy")
-
-
-def config_reads_logprobs(config: Any) -> bool:
-    """Whether a strategy config reads the policy's log-probabilities (its
-    ``reads_policy_logprobs`` attribute; False without one)."""
-    return bool(getattr(config, "reads_policy_logprobs", False))
 
 
 def register_strategy(

@@ -128,6 +128,16 @@ class RunStats:
     nodes: int = 0
     backend_s: float = 0.0
 
+    def count_call(self, backend: str, seconds: float) -> None:
+        """One lock-step backend call of ``seconds``: ``backend`` is "policy" or "scorer"."""
+        if backend == "policy":
+            self.policy_batches += 1
+            self.policy_s += seconds
+        else:
+            self.scorer_batches += 1
+            self.scorer_s += seconds
+        self.backend_s += seconds
+
     @property
     def driver_s(self) -> float:
         """Wall time with no backend call running: the orchestration overhead."""

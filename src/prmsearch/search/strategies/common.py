@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 from prmsearch.search.aggregation import Aggregation
+from prmsearch.search.protocol import StrategyConfig
 from prmsearch.search.selection import Selection
 
 
@@ -39,7 +39,7 @@ def require_positive(name: str, value: object) -> None:
 
 
 @dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(StrategyConfig):
     """Fields every strategy has.
 
     Attributes:
@@ -51,23 +51,6 @@ class SearchConfig:
     n: int = 16
     aggregation: Aggregation = Aggregation.MIN
     selection: Selection = Selection.ARGMAX
-
-    #: the one budget the strategy runs at (greedy: 1), or None when any budget is its ``n``
-    fixed_budget: ClassVar[int | None] = None
-    #: strategies of one sample family whose configs differ only in ``selection`` draw the same
-    #: samples, so a sweep runs one of them and re-selects the others' rows (None: no family)
-    sample_family: ClassVar[str | None] = None
-
-    @classmethod
-    def budget_options(cls, budget: int) -> dict[str, Any]:
-        """The options a budget of ``budget`` generations sets: ``n`` here; beam, DVTS and MCTS
-        also derive their width. `bench`, `serve` and the API all build a strategy at a budget
-        through this rule (`StrategySpec.at_budget`), so one id means one search everywhere."""
-        if cls.fixed_budget is not None:
-            if budget != cls.fixed_budget:
-                raise ValueError(f"this strategy runs at budget {cls.fixed_budget} only, got {budget}")
-            return {}
-        return {"n": budget}
 
     def __post_init__(self) -> None:
         require_int("n", self.n, 1)
@@ -82,10 +65,9 @@ class SearchConfig:
         return self.n
 
     @property
-    def needs_scores(self) -> bool:
-        """Whether the strategy reads step scores. The driver asks the PRM only when it does, so a
-        PRM-free strategy is charged no PRM compute. Tree searches always read them."""
-        return True
+    def path_aggregation(self) -> Aggregation:
+        """How a result's path score combines its step scores: the ``aggregation`` option."""
+        return self.aggregation
 
 
 def require_divides(config: SearchConfig, width: int) -> None:
