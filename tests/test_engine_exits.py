@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.cli.termination import Terminated, terminate_by_exception
 from prmsearch.engines import open_engines
 
@@ -185,7 +186,7 @@ def test_sigterm_stops_a_bench_like_ctrl_c_keeping_its_rows_and_naming_the_resum
     assert kept and all(line.startswith("{") and line.endswith("}") for line in kept)  # whole rows
 
 
-class SlowPolicy:
+class SlowPolicy(PolicyBackend):
     """The embedded policy, a second slower per call: a search that takes a while."""
 
     def __init__(self) -> None:

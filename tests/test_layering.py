@@ -60,8 +60,8 @@ SIBLINGS = {
     frozenset({"benchmarks.sweeps", "benchmarks.prm_eval"}),
     *(frozenset({a, b}) for a in TOP_ROOMS for b in TOP_ROOMS if a < b),
 }
-GROUND = {"tree", "tree_graph", "answers", "registry", "seeding", "costs", "steps", "backend_errors", "fixes",
-          "text_lines"}
+GROUND = {"tree", "tree_graph", "answers", "registry", "seeding", "costs", "steps", "backend_errors",
+          "backend_hooks", "fixes", "text_lines"}
 #: Backend protocol modules, the only parts of policies/scorers that the search core may import.
 PROTOCOLS = {"prmsearch.policies.base", "prmsearch.scorers.base"}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.answers import AnswerMatcher
+from prmsearch.backend_hooks import policy_hooks
 from prmsearch.engines.backend_pair import close_together
 from prmsearch.policies.base import POLICIES, Policy, SamplingParams, make_policy
 from prmsearch.scorers import backend_scorer
@@ -199,7 +200,7 @@ class Searcher:
         self.seed = seed
         self.matcher = matcher or AnswerMatcher()
         # A backend may carry its own note for questions outside what its models know.
-        self.annotate = annotate if annotate is not None else getattr(policy, "domain_note", None)
+        self.annotate = annotate if annotate is not None else policy_hooks(policy).domain_note
         self.last_stats: RunStats | None = None
         self.last_ledger: Ledger | None = None
 

@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from prmsearch.answers import extract_answer
+from prmsearch.backend_hooks import policy_hooks, scorer_hooks
 from prmsearch.benchmarks.datasets import dataset_names, load_dataset
 from prmsearch.benchmarks.grading import grade, is_equivalent
 from prmsearch.policies.base import (
@@ -432,7 +433,9 @@ def check_policy(
     reproducible: bool = True,
     logprob_tolerance: float = 1e-3,
 ) -> None:
-    """Check a policy backend against the ``Policy`` contract of ``prmsearch.policies.base``.
+    """Check a policy backend against the ``Policy`` contract of ``prmsearch.policies.base``,
+    and its hooks (`prmsearch.backend_hooks.PolicyBackend`: bools; plain attributes of a backend
+    that does not subclass it give a DeprecationWarning).
 
     Sends a batch of step requests (n=2, and with ``token_limit`` one request limited to that
     many tokens), whole-solution requests (n=3, ``solution_tokens`` each) and, in a second call,
@@ -451,6 +454,11 @@ def check_policy(
         ConformanceError: naming the broken rule and the fix.
     """
     check = f"check_policy({type(policy).__name__})"
+    hooks = policy_hooks(policy)  # an old-style backend's plain attributes warn here
+    for name in ("parallel_calls", "computes_on_host_cpu"):
+        if not isinstance(getattr(hooks, name), bool):
+            _fail(check, f"{name} is {getattr(hooks, name)!r}",
+                  "declare the hooks by subclassing prmsearch.backend_hooks.PolicyBackend (bool properties)")
     if not isinstance(policy, Policy):
         _fail(check, "the object has no generate() or no num_parameters", "implement the Policy protocol")
     params = policy.num_parameters
@@ -540,7 +548,8 @@ def check_scorer(
     steps: Sequence[str] = DEFAULT_STEPS,
     tolerance: float = 1e-4,
 ) -> None:
-    """Check a scorer against the ``Scorer`` contract of ``prmsearch.scorers.base``.
+    """Check a scorer against the ``Scorer`` contract of ``prmsearch.scorers.base``, and its
+    hooks (`prmsearch.backend_hooks.ScorerBackend`, as `check_policy` does).
 
     Scores every prefix of ``steps`` plus the full path twice, in one batch of mixed lengths.
     Verifies ``num_parameters`` is an int >= 0; one ``StepScores`` per request, in order, with
@@ -553,6 +562,11 @@ def check_scorer(
         ConformanceError: naming the broken rule and the fix.
     """
     check = f"check_scorer({type(scorer).__name__})"
+    hooks = scorer_hooks(scorer)  # an old-style backend's plain attributes warn here
+    for name in ("reads_policy_logprobs", "computes_on_host_cpu"):
+        if not isinstance(getattr(hooks, name), bool):
+            _fail(check, f"{name} is {getattr(hooks, name)!r}",
+                  "declare the hooks by subclassing prmsearch.backend_hooks.ScorerBackend (bool properties)")
     if not isinstance(scorer, Scorer):
         _fail(check, "the object has no score() or no num_parameters", "implement the Scorer protocol")
     params = scorer.num_parameters

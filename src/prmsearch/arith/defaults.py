@@ -14,6 +14,7 @@ from typing import Any, cast
 from prmsearch.arith.models import check_shipped_folder, default_policy_path
 from prmsearch.arith.phrasing import parse_phrased
 from prmsearch.arith.problems import ProblemConfig
+from prmsearch.backend_hooks import ScorerBackend, scorer_hooks
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
 PRM_RETRAIN_COMMAND = "python -m training.train_arith_prm --out runs/prm-final --ship"
@@ -49,7 +50,7 @@ def arith_prm(**kwargs: Any):
     return CanonicalQuestions(HFPRMScorer(default_prm_path(), "qwen-prm", **kwargs))
 
 
-class CanonicalQuestions:
+class CanonicalQuestions(ScorerBackend):
     """A scorer behind a question normaliser: a question in any phrasing `parse_phrased` reads
     reaches the scorer in the canonical form ("Start with 12. Multiply by 2. ..."); others pass
     unchanged. The shipped PRM was trained on canonical questions only (with the v1 tokenizer, which
@@ -64,6 +65,14 @@ class CanonicalQuestions:
     @property
     def num_parameters(self) -> int:
         return self.scorer.num_parameters
+
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        return scorer_hooks(self.scorer).reads_policy_logprobs
+
+    @property
+    def computes_on_host_cpu(self) -> bool:
+        return scorer_hooks(self.scorer).computes_on_host_cpu
 
     def __getattr__(self, name: str) -> Any:
         if name == "scorer":  # not set yet (e.g. while unpickling): no recursion

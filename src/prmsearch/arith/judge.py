@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from prmsearch.arith.checker import _OP_STEP, _SYMBOLS
-from prmsearch.policies.base import Finish, Generation, GenerationRequest, SamplingParams, StepOutput
+from prmsearch.backend_hooks import PolicyBackend
+from prmsearch.policies.base import (
+    Finish,
+    Generation,
+    GenerationRequest,
+    SamplingParams,
+    StepOutput,
+)
 from prmsearch.seeding import mix_seed
 
 _PROBLEM = re.compile(r"Problem:\n(?P<question>.*?)\n\nSolution:\n", re.DOTALL)
@@ -54,7 +61,7 @@ def first_difference(written: Sequence[str], derived: Sequence[str]) -> int:
     return next((i for i, (w, d) in enumerate(zip(written, derived)) if equation(w) != equation(d)), -1)
 
 
-class ArithRederiveJudge:
+class ArithRederiveJudge(PolicyBackend):
     """A judge policy that re-derives each step with ``model`` (an arithmetic causal LM folder)."""
 
     def __init__(self, model: str | Path, *, max_step_tokens: int = 48, **policy_args: Any) -> None:

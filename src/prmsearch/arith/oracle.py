@@ -13,6 +13,7 @@ import numpy as np
 from prmsearch.arith.checker import check_solution
 from prmsearch.arith.phrasing import parse_phrased
 from prmsearch.arith.problems import ArithProblem, apply_op
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
 
@@ -30,7 +31,7 @@ def parse_question(question: str) -> ArithProblem | None:
     return ArithProblem("parsed", question.strip(), value, parsed.ops, (), parsed.start)
 
 
-class CheckerScorer:
+class CheckerScorer(ScorerBackend):
     """Scores every step with the exact checker (for questions of the arithmetic domain)."""
 
     num_parameters = 0

@@ -205,10 +205,10 @@ class TokenizerLock:
 class Policy(Protocol):
     """Anything that turns a batch of requests into a batch of generations, in order.
 
-    A backend may also carry ``domain_note(question) -> str | None``: a note for questions outside
-    what its model knows, which ``Searcher`` adds to such results (the embedded policy does); and
-    ``context_tokens`` (the model's context length) with ``prompt_ids(question, steps)``, which
-    let a server refuse an over-long question before it searches.
+    A backend declares its optional hooks (parallel calls, computing on this machine's CPU, a
+    domain note) by subclassing `PolicyBackend`. It may also carry ``context_tokens`` (the
+    model's context length) with ``prompt_ids(question, steps)``, which let a server refuse an
+    over-long question before it searches.
     """
 
     @property

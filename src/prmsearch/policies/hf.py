@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.engines.kv_cache import (
     PrefixKVCache,
     check_plain_cache,
@@ -165,7 +166,7 @@ def load_causal_lm(cfg: HFPolicyConfig, device: torch.device, dtype: torch.dtype
     return model.to(device).eval()  # type: ignore[arg-type]
 
 
-class HFPolicy:
+class HFPolicy(PolicyBackend):
     """A :class:`~prmsearch.policies.base.Policy` over a transformers causal LM.
 
     Logprobs: each ``StepOutput.logprob`` is the model's raw log-probability (temperature 1,

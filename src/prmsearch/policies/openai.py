@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import PostSession, RetryPolicy, auth_headers
 from prmsearch.engines.open_engines import ClosedOnExit
@@ -169,7 +170,7 @@ def check_completion(data: dict[str, Any]) -> None:
             raise TypeError("choice text is not a string")
 
 
-class OpenAIPolicy(ClosedOnExit):
+class OpenAIPolicy(ClosedOnExit, PolicyBackend):
     """A :class:`~prmsearch.policies.base.Policy` over an OpenAI-compatible completions server."""
 
     def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
@@ -212,7 +213,9 @@ class OpenAIPolicy(ClosedOnExit):
     #: ``generate`` may be called from several threads at once, each call served as it comes
     #: (the server batches across requests): the driver then sends each problem's requests as
     #: their own call and advances the problem as soon as they return.
-    parallel_calls = True
+    @property
+    def parallel_calls(self) -> bool:
+        return True  # the server batches across requests by itself
 
     def close(self) -> None:
         """Close the connections (a later call opens new ones)."""

@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, StepOutput
 
 
@@ -47,7 +48,7 @@ def spread_logprob(text: str, logprob: float) -> tuple[float, ...]:
     return (logprob / count,) * count if count else ()
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(PolicyBackend):
     """Replays a step tree given as ``{steps_so_far: [next step, ...]}`` or as a function.
 
     Sample ``i`` of a request takes continuation ``(offset + i) % k`` of the ``k`` scripted ones,

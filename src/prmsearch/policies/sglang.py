@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import (
     PostSession,
@@ -132,7 +133,7 @@ def _retry_policy(retry: RetryPolicy | Mapping[str, Any] | None, max_concurrency
     return RetryPolicy(**options, max_concurrency=max_concurrency)
 
 
-class SGLangPolicy(ClosedOnExit):
+class SGLangPolicy(ClosedOnExit, PolicyBackend):
     """A :class:`~prmsearch.policies.base.Policy` over SGLang (offline engine or HTTP server).
 
     Args:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prmsearch.backend_hooks import PolicyBackend
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines import open_engines
 from prmsearch.engines.open_engines import ClosedOnExit
@@ -91,7 +92,7 @@ def _seed(request: GenerationRequest) -> int:
     return int(seed) & SEED_MASK
 
 
-class VLLMPolicy(ClosedOnExit):
+class VLLMPolicy(ClosedOnExit, PolicyBackend):
     """A :class:`~prmsearch.policies.base.Policy` over an offline vLLM engine.
 
     Args:

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from prmsearch.backend_errors import ContextTooLong, MalformedReply
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.registry import Registry
 
 
@@ -105,7 +106,7 @@ def check_scores(request: ScoreRequest, result: StepScores, new: int | None = No
     return values
 
 
-class NoScorer:
+class NoScorer(ScorerBackend):
     """The scorer of a search whose strategy reads no step scores (greedy, self-consistency):
     nothing is loaded, nothing is charged, and a call is an error that names the fix."""
 

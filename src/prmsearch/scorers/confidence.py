@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
 AGGREGATIONS = ("mean", "min", "last")
@@ -57,10 +58,13 @@ def confidence_scores(step_logprobs: Sequence[Sequence[float]], aggregation: str
     return np.clip(out, 0.0, 1.0)
 
 
-class PolicyLogprobScorer:
+class PolicyLogprobScorer(ScorerBackend):
     """Policy confidence from the log-probabilities the policy already returned (no model)."""
 
-    reads_policy_logprobs = True
+    @property
+    def reads_policy_logprobs(self) -> bool:
+        return True  # its whole input
+
     num_parameters = 0
 
     def __init__(self, *, aggregation: str = "mean") -> None:
@@ -80,7 +84,7 @@ class PolicyLogprobScorer:
         return out
 
 
-class PolicyConfidenceScorer:
+class PolicyConfidenceScorer(ScorerBackend):
     """Policy confidence recomputed by running a causal LM (usually the policy) over each path."""
 
     def __init__(

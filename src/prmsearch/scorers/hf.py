@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.engines.kv_cache import (
     PrefixKVCache,
     SeqKV,
@@ -195,7 +196,7 @@ def _score_head(kind: str, net: Any) -> str | None:
     return None
 
 
-class HFPRMScorer:
+class HFPRMScorer(ScorerBackend):
     """A :class:`~prmsearch.scorers.base.Scorer` running a PRM family with transformers."""
 
     def __init__(self, model: str | Path, family: str, *, tokenizer: Any = None,

@@ -6,10 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.scorers.base import ScoreRequest, StepScores
 
 
-class ScriptedScorer:
+class ScriptedScorer(ScorerBackend):
     """Scores each step by a lookup of its text (or a function of the path up to it).
 
     ``scores`` is ``{step_text: probability}`` (missing texts get ``default``) or a function

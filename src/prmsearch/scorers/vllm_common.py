@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.engines.open_engines import ClosedOnExit
 from prmsearch.engines.vllm_engine import VLLMEngineConfig, on_gpu, shutdown_llm
 from prmsearch.scorers.base import ScoreRequest
@@ -12,7 +13,7 @@ from prmsearch.scorers.formats import make_format
 from prmsearch.scorers.score_cache import StepScoreCache
 
 
-class InProcessVLLMScorer(ClosedOnExit):
+class InProcessVLLMScorer(ClosedOnExit, ScorerBackend):
     """Base of a scorer that runs its model on an ``LLM`` in this process.
 
     A subclass calls :meth:`_set_up` in its ``__init__``, then sets ``llm`` (the engine) and

@@ -42,6 +42,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from prmsearch.backend_hooks import ScorerBackend
 from prmsearch.costs import ModelCost, folder_cost
 from prmsearch.engines.http import (
     PostSession,
@@ -167,7 +168,7 @@ class _Path:
     keys: list[bytes]
 
 
-class VLLMServerPRMScorer(ClosedOnExit):
+class VLLMServerPRMScorer(ClosedOnExit, ScorerBackend):
     """A :class:`~prmsearch.scorers.base.Scorer` whose PRM runs on a vLLM pooling server.
 
     Args:

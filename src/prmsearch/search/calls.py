@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from prmsearch.backend_errors import MalformedReply, failure_kind
+from prmsearch.backend_hooks import policy_hooks, scorer_hooks
 from prmsearch.policies.base import Generation, GenerationRequest, Policy
 from prmsearch.scorers.base import ContextLengthError, Scorer, ScoreRequest, StepScores
 from prmsearch.search.failures import backend_unreachable, describe
@@ -125,7 +126,7 @@ class BackendCalls:
     def parallel(self) -> bool:
         """Whether the policy takes concurrent calls (``parallel_calls``), so that each problem's
         requests can be their own call; never when one object is policy and scorer."""
-        return bool(getattr(self.policy, "parallel_calls", False)) and not self.shared
+        return policy_hooks(self.policy).parallel_calls and not self.shared
 
     @property
     def share_host_cpu(self) -> bool:
@@ -133,9 +134,8 @@ class BackendCalls:
         says so with a true ``computes_on_host_cpu``): working at once, they only slow each
         other down (two in-process vLLM engines on 2 cores: 1,200 s async against 992 s in
         rounds for 10 GSM8K problems of beam@4, docs/performance.md)."""
-        return bool(getattr(self.policy, "computes_on_host_cpu", False)) and bool(
-            getattr(self.scorer, "computes_on_host_cpu", False)
-        )
+        on_cpu = policy_hooks(self.policy).computes_on_host_cpu
+        return on_cpu and scorer_hooks(self.scorer).computes_on_host_cpu
 
     def generate(self, batch: Sequence[tuple[Job, object, list[Any]]]) -> dict[int, list[Any]]:
         """One batched policy call for ``(job, expand, requests)`` triples."""
