@@ -132,8 +132,7 @@ class BackendCalls:
     def share_host_cpu(self) -> bool:
         """Whether the policy and the scorer both run their model on this machine's CPU (each
         says so with a true ``computes_on_host_cpu``): working at once, they only slow each
-        other down (two in-process vLLM engines on 2 cores: 1,200 s async against 992 s in
-        rounds for 10 GSM8K problems of beam@4, docs/performance.md)."""
+        other down (measured in docs/performance.md, "Two real engines on two cores")."""
         on_cpu = policy_hooks(self.policy).computes_on_host_cpu
         return on_cpu and scorer_hooks(self.scorer).computes_on_host_cpu
 

@@ -34,22 +34,17 @@ class BeamConfig(SearchConfig):
         n: generations per step (the first step samples ``n`` children of the root).
         width: children proposed by each beam; ``n / width`` beams are kept.
         selection: the final pick among finished beams; PRM-weighted voting by default, because
-            ``argmax`` lets the verifier's false positives win as candidates multiply (measured on
-            the embedded models, first 48 test problems: argmax 93.8% at n=16, 83.3% at 64, and
-            37.5% at 256 on the first 16; weighted 93.8%, 87.5%, 81.2%).
+            ``argmax`` lets the verifier's false positives win as candidates multiply
+            (docs/strategies/beam.md has the measurement).
         stop_score: stop early once the best finished beam's aggregated score is at least this
             (and ``stop_agree`` finished beams share its answer); ``None``, the default, never stops
             early.
         stop_agree: how many distinct finished beams must share the best one's answer.
         distinct: rank a candidate that repeats a sibling's step (same parent, same text
             spacing aside) behind every different one, so a copy takes a beam slot only where
-            no different path claims it (the generations per step stay the same). A copy
-            scores the same as its original; on the real 0.5B's GSM8K beam@16 with the 1.5B
-            verifier (100 problems), 11% of the children repeated a sibling and 8% of the kept
-            beams were copies. Off by default: on the embedded models (beam@16, 200 test
-            problems) it cost 3.5 points (94.5% -> 91.0%), since copies of a right path add
-            weight to its answer in the final vote; dropping the copies outright (fewer beams)
-            cost 13 (81.5%).
+            no different path claims it (the generations per step stay the same). Off by
+            default: copies of a right path add weight to its answer in the final vote
+            (docs/strategies/beam.md has the measurement).
     """
 
     width: int = 4

@@ -45,9 +45,8 @@ class ParticleFilterConfig(SearchConfig):
         aggregation: the path score that weights a particle (its last step by default).
         resampling: ``multinomial`` or ``systematic``.
         selection: the final pick among finished particles; PRM-weighted voting by default, since
-            ``argmax`` lets the verifier's false positives win as particles multiply (embedded
-            models, first 100 test problems: argmax 86% at n=64 and 69% at n=256; weighted 89%
-            and 90%).
+            ``argmax`` lets the verifier's false positives win as particles multiply
+            (docs/concepts/aggregation-selection.md has the measurement).
         stop_score: stop early once the best finished particle's aggregated score is at least
             this (and ``stop_agree`` distinct finished particles share its answer); ``None``, the
             default, never stops early.
