@@ -45,7 +45,7 @@ from prmsearch.policies.base import (
     StepOutput,
 )
 from prmsearch.policies.scripted import ScriptedPolicy, ScriptedStep
-from prmsearch.policies.stopping import find_step_end
+from prmsearch.policies.step_end import find_step_end
 from prmsearch.registry import UnknownNameError
 from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores
 from prmsearch.scorers.scripted import ScriptedScorer

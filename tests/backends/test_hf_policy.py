@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from prmsearch.policies.base import Finish, GenerationRequest, SamplingParams
-from prmsearch.policies.stopping import decode
+from prmsearch.policies.step_end import decode
 
 QUESTION = "What is 12 + 30?"
 

@@ -25,7 +25,7 @@ from prmsearch.planner.plan import DEFAULT_PLAN, Plan, PlanArm, leader_mass, loa
 from prmsearch.policies.scripted import ScriptedPolicy
 from prmsearch.scorers.scripted import ScriptedScorer
 from prmsearch.search.protocol import make_strategy
-from prmsearch.search.selection import Candidate
+from prmsearch.search.selection import Ballot
 from prmsearch.tree import ROOT
 
 PROBE = 4
@@ -64,10 +64,10 @@ def planner(**options):
 
 
 def test_leader_mass_is_the_leading_answers_score_mass_per_sample():
-    cands = [Candidate(1, 0.9, 0), Candidate(1, 0.7, 1), Candidate(2, 0.8, 2), Candidate(None, 0.9, 3)]
+    cands = [Ballot(1, 0.9, 0), Ballot(1, 0.7, 1), Ballot(2, 0.8, 2), Ballot(None, 0.9, 3)]
     assert leader_mass(cands, 4) == pytest.approx((0.9 + 0.7) / 4)  # unanswered counts, votes nothing
-    assert leader_mass([Candidate(3, -math.inf, 0)], 1) == 0.0  # unscored weighs nothing
-    assert leader_mass([Candidate(5, 1.0, i) for i in range(4)], 4) == 1.0
+    assert leader_mass([Ballot(3, -math.inf, 0)], 1) == 0.0  # unscored weighs nothing
+    assert leader_mass([Ballot(5, 1.0, i) for i in range(4)], 4) == 1.0
 
 
 # -- the strategy on scripted backends ----------------------------------------------------------

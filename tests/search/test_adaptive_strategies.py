@@ -21,7 +21,7 @@ from prmsearch.search.strategies.confidence_vote import (
     step_confidence,
     trace_confidence,
 )
-from prmsearch.search.strategies.stopping import (
+from prmsearch.search.strategies.early_stop import (
     StopRule,
     beta_cdf,
     leader_probability,

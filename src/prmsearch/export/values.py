@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from prmsearch.export.problems import ProblemTree
 from prmsearch.search.aggregation import ranking_key
-from prmsearch.search.selection import Candidate, choose
+from prmsearch.search.selection import Ballot, choose
 
 __all__ = ["REFERENCES", "PathValues", "tree_values"]
 
@@ -53,7 +53,7 @@ def _vote(tree: ProblemTree, scores: dict[int, float]) -> int | None:
     terminals = [t for t in tree.terminals() if t in tree.answer_keys]
     if not terminals:
         return None
-    candidates = [Candidate(tree.answer_keys[t], ranking_key(scores[t]), t) for t in terminals]
+    candidates = [Ballot(tree.answer_keys[t], ranking_key(scores[t]), t) for t in terminals]
     return terminals[choose(candidates, "weighted")]
 
 

@@ -53,7 +53,7 @@ from prmsearch.planner.plan import (
 )
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.search.protocol import strategy_spec
-from prmsearch.search.selection import Candidate
+from prmsearch.search.selection import Ballot
 from prmsearch.tree import NO_GROUP
 
 __all__ = [
@@ -178,7 +178,7 @@ def row_difficulty(row: ResultRow) -> float:
     aggregated path score of every sample under the probe run's aggregation)."""
     if not row.candidates:
         raise ValueError(f"probe row {row.qid} ({row.strategy} n={row.budget}) has no candidates")
-    candidates = [Candidate(_group(c), _score(c.get("score")), i) for i, c in enumerate(row.candidates)]
+    candidates = [Ballot(_group(c), _score(c.get("score")), i) for i, c in enumerate(row.candidates)]
     return leader_mass(candidates, len(candidates))
 
 

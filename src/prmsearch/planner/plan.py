@@ -34,7 +34,7 @@ from typing import Any
 
 from prmsearch.search.aggregation import Aggregation
 from prmsearch.search.protocol import strategy_spec
-from prmsearch.search.selection import Candidate, tally_candidates
+from prmsearch.search.selection import Ballot, tally_candidates
 from prmsearch.search.strategies.sampling import SamplingConfig
 
 #: The plan file's format tag; a file with another tag is refused.
@@ -58,7 +58,7 @@ def draws_samples(strategy: str) -> bool:
     return issubclass(strategy_spec(strategy).config_cls, SamplingConfig)
 
 
-def leader_mass(candidates: Sequence[Candidate], samples: int) -> float:
+def leader_mass(candidates: Sequence[Ballot], samples: int) -> float:
     """The difficulty feature: the leading answer's PRM-weighted vote mass per probe sample.
 
     ``max over answer groups g of (sum of the aggregated path scores of the samples in g) /

@@ -62,7 +62,7 @@ from prmsearch.policies.base import (
     generation_budget,
 )
 from prmsearch.policies.sampling import choose_tokens, normalise_seed, row_keys, uniforms
-from prmsearch.policies.stopping import DelimiterWatch, cut_at, decode, find_step_end
+from prmsearch.policies.step_end import DelimiterWatch, cut_at, decode, find_step_end
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 Shared by the vLLM, OpenAI-compatible and SGLang backends so that all of them cut steps exactly
 as the transformers backend does: the generated ids are decoded, the step ends at the first
-delimiter that ends a complete step (:func:`~prmsearch.policies.stopping.find_step_end`; an
+delimiter that ends a complete step (:func:`~prmsearch.policies.step_end.find_step_end`; an
 engine that stopped at a delimiter inside an unfinished step is cut there all the same) and keeps
-the fewest tokens covering its text (:func:`~prmsearch.policies.stopping.cut_at`); a trailing
+the fewest tokens covering its text (:func:`~prmsearch.policies.step_end.cut_at`); a trailing
 EOS token is dropped. Those tokens are still generated (and charged), but they are not part of
 ``token_ids``, ``token_logprobs`` or ``logprob``.
 """
@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from prmsearch.policies.base import Finish, StepOutput
-from prmsearch.policies.stopping import cut_at, decode, find_step_end
+from prmsearch.policies.step_end import cut_at, decode, find_step_end
 
 
 def step_output(

@@ -32,9 +32,9 @@ class Selection(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """One finished solution as final selection sees it, wherever it comes from (a tree node, a
-    stored benchmark row, a re-scored response).
+class Ballot:
+    """One finished solution as final selection sees it: a vote for its answer group, weighted by
+    its score, wherever it comes from (a tree node, a stored benchmark row, a re-scored response).
 
     Attributes:
         group: the answer group; ``None`` when no answer was extracted.
@@ -58,11 +58,11 @@ class GroupTally:
     best: int
 
 
-def _beats(a: Candidate, b: Candidate) -> bool:
+def _beats(a: Ballot, b: Ballot) -> bool:
     return a.score > b.score or (a.score == b.score and a.order < b.order)
 
 
-def best_index(candidates: Sequence[Candidate], indices: Sequence[int]) -> int:
+def best_index(candidates: Sequence[Ballot], indices: Sequence[int]) -> int:
     """The index (of ``indices``) whose candidate has the highest score, lowest order on ties."""
     best = indices[0]
     for i in indices[1:]:
@@ -71,7 +71,7 @@ def best_index(candidates: Sequence[Candidate], indices: Sequence[int]) -> int:
     return best
 
 
-def tally_candidates(candidates: Sequence[Candidate]) -> list[GroupTally]:
+def tally_candidates(candidates: Sequence[Ballot]) -> list[GroupTally]:
     """Votes per answer group (unanswered candidates do not vote; a candidate listed twice votes
     twice; unscored ones weigh nothing), most votes first, then largest weight, then best order."""
     members: dict[Hashable, list[int]] = {}
@@ -89,7 +89,7 @@ def tally_candidates(candidates: Sequence[Candidate]) -> list[GroupTally]:
     return tallies
 
 
-def choose(candidates: Sequence[Candidate], selection: Selection | str) -> int:
+def choose(candidates: Sequence[Ballot], selection: Selection | str) -> int:
     """THE final selection: the index of the candidate that ``selection`` picks.
 
     ``argmax`` takes the best-scored answered candidate; ``majority`` the answer group with the most
@@ -124,12 +124,12 @@ class Vote:
     best_node: int
 
 
-def node_candidates(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[Candidate]:
+def node_candidates(tree: SearchTree, nodes: Sequence[int], aggregation: Aggregation) -> list[Ballot]:
     """The nodes as selection candidates: answer group, aggregated score, node id as the order
     (the scores read as one column: a finished problem ranks all its candidates)."""
     groups = tree.answer_group
     return [
-        Candidate(None if groups[node] == NO_GROUP else int(groups[node]), score, int(node))
+        Ballot(None if groups[node] == NO_GROUP else int(groups[node]), score, int(node))
         for node, score in zip(nodes, ranked_path_scores(tree, nodes, aggregation))
     ]
 
@@ -158,3 +158,14 @@ def select(
     if not candidates:
         raise ValueError("select() needs at least one candidate node")
     return candidates[choose(node_candidates(tree, candidates, aggregation), selection)]
+
+
+def __getattr__(name: str) -> object:
+    """``Candidate``, this class's former name (``prmsearch.search.results.Candidate`` is a
+    result's candidate), still works for one release, with a DeprecationWarning."""
+    if name == "Candidate":
+        import warnings
+
+        warnings.warn("prmsearch.search.selection.Candidate is now Ballot", DeprecationWarning, stacklevel=2)
+        return Ballot
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

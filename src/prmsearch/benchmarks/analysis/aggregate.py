@@ -41,7 +41,7 @@ from prmsearch.benchmarks.grading import DEFAULT_TIMEOUT_S, is_equivalent, searc
 from prmsearch.benchmarks.prm_eval.processbench import iter_json_rows
 from prmsearch.scorers.base import Scorer, ScoreRequest, check_scores
 from prmsearch.search.aggregation import Aggregation, aggregate_scores
-from prmsearch.search.selection import Candidate, Selection, choose
+from prmsearch.search.selection import Ballot, Selection, choose
 
 __all__ = [
     "ORACLE",
@@ -345,7 +345,7 @@ def select_response(
     scores = question.scores[aggregation_row]
     groups = question.groups
     candidates = [
-        Candidate(None if groups[i] < 0 else int(groups[i]), float(scores[i]), int(i)) for i in indices
+        Ballot(None if groups[i] < 0 else int(groups[i]), float(scores[i]), int(i)) for i in indices
     ]
     return int(indices[choose(candidates, selection)])
 

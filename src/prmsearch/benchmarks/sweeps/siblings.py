@@ -28,7 +28,7 @@ from typing import Any
 from prmsearch.benchmarks.sweeps.config import SweepConfig, family_runners
 from prmsearch.benchmarks.sweeps.results import ResultRow, ResultsFolder, RowKey
 from prmsearch.search.protocol import strategy_names, strategy_spec
-from prmsearch.search.selection import Candidate, Selection, choose
+from prmsearch.search.selection import Ballot, Selection, choose
 from prmsearch.tree import NO_GROUP
 
 Grade = Callable[[str | None, str], bool]
@@ -64,7 +64,7 @@ def select_candidate(candidates: Iterable[Mapping[str, Any]], selection: Selecti
     candidates = list(candidates)
     if not candidates:
         raise ValueError("select_candidate() needs at least one candidate")
-    return choose([Candidate(_group(c), _key(c["score"]), i) for i, c in enumerate(candidates)], selection)
+    return choose([Ballot(_group(c), _key(c["score"]), i) for i, c in enumerate(candidates)], selection)
 
 
 def sibling_ledger(ledger: Mapping[str, Any] | None, needs_scores: bool) -> dict[str, Any] | None:

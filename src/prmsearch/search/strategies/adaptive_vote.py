@@ -6,7 +6,7 @@ every question, but an easy question's first few samples already agree. This str
 whole solutions in rounds (2, 2, 4, 8, ... by default: a vote after 2, 4, 8, 16 samples), and after
 every round asks the stopping rule whether the leading answer is settled; if so it stops and
 votes, else it samples the next round, never past the budget ``n``. The default rule is the
-paper's Beta criterion (see :mod:`prmsearch.search.strategies.stopping`). Votes are plain counts
+paper's Beta criterion (see :mod:`prmsearch.search.strategies.early_stop`). Votes are plain counts
 (PRM-free, like self-consistency) or, with ``selection="weighted"``, the answers' summed PRM path
 scores (like ``weighted_vote``), which the Beta rule then reads as pseudo-counts.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, node_candidates, select
 from prmsearch.search.strategies.common import SearchConfig
-from prmsearch.search.strategies.stopping import (
+from prmsearch.search.strategies.early_stop import (
     StopRule,
     round_sizes,
     validate_vote_stop,

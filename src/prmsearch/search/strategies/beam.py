@@ -22,7 +22,7 @@ from prmsearch.search.aggregation import ranked_path_scores
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
 from prmsearch.search.selection import Selection, select
 from prmsearch.search.strategies.common import SearchConfig, parse_bool, require_divides, width_for_budget
-from prmsearch.search.strategies.stopping import prm_settled, validate_prm_stop
+from prmsearch.search.strategies.early_stop import prm_settled, validate_prm_stop
 from prmsearch.tree import ROOT, SearchTree
 
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from prmsearch.search.aggregation import parse_enum
 from prmsearch.search.protocol import Choice, Expand, SearchGenerator, register_strategy
-from prmsearch.search.selection import Candidate, Selection, choose
+from prmsearch.search.selection import Ballot, Selection, choose
 from prmsearch.search.strategies.common import SearchConfig
-from prmsearch.search.strategies.stopping import (
+from prmsearch.search.strategies.early_stop import (
     StopRule,
     round_sizes,
     validate_vote_stop,
@@ -176,7 +176,7 @@ def trace_confidence(tree: SearchTree, node: int, window: int = DEFAULT_WINDOW) 
     return min(values) if values else -math.inf
 
 
-def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConfig) -> list[Candidate]:
+def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConfig) -> list[Ballot]:
     """The traces that vote, as selection candidates whose score is the vote weight: in ``filter``
     mode the ``keep`` most confident answered traces (ties: the earlier sample), in ``weight`` mode
     every answered trace. Empty when no trace has an answer."""
@@ -185,10 +185,10 @@ def confident_votes(tree: SearchTree, leaves: list[int], cfg: ConfidenceVoteConf
     if cfg.mode is ConfidenceMode.FILTER:
         ranked = sorted(answered, key=lambda node: (-confidence[node], node))
         answered = sorted(ranked[: max(1, math.ceil(cfg.keep * len(ranked)))]) if ranked else []
-    return [Candidate(int(tree.answer_group[node]), math.exp(confidence[node]), node) for node in answered]
+    return [Ballot(int(tree.answer_group[node]), math.exp(confidence[node]), node) for node in answered]
 
 
-def confidence_settled(votes: list[Candidate], cfg: ConfidenceVoteConfig) -> bool:
+def confidence_settled(votes: list[Ballot], cfg: ConfidenceVoteConfig) -> bool:
     """Whether the confident vote is settled by ``cfg.rule`` (counts in ``filter`` mode, weights
     in ``weight`` mode)."""
     return vote_is_settled(votes, cfg.mode is ConfidenceMode.WEIGHT, cfg.rule, cfg.threshold)

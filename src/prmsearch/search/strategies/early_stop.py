@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 
 from prmsearch.search.aggregation import Aggregation, parse_enum, path_score
-from prmsearch.search.selection import Candidate, best_by_score, tally_candidates
+from prmsearch.search.selection import Ballot, best_by_score, tally_candidates
 from prmsearch.tree import NO_GROUP, SearchTree
 
 _TINY = 1e-300
@@ -95,7 +95,7 @@ def settled(top: float, second: float, total: float, rule: StopRule, threshold: 
 
 
 def vote_is_settled(
-    candidates: Sequence[Candidate], weighted: bool, rule: StopRule, threshold: float
+    candidates: Sequence[Ballot], weighted: bool, rule: StopRule, threshold: float
 ) -> bool:
     """Whether the vote of ``candidates`` (answer groups; by weight or by count) is settled by
     ``rule``: the leader against the runner-up out of the total. No answered vote: not settled."""
