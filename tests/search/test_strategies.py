@@ -368,3 +368,24 @@ def test_a_step_repeated_within_the_window_ends_its_path_and_a_lookalike_does_no
     assert tree.terminal[result.node] and tree.truncated[result.node] and result.answer is None
     lookalike = script[("x = 12",)]
     assert all(not tree.terminal[n] for n in tree.iter_nodes() if tree.step_text[n] in lookalike)
+
+
+def test_the_former_names_still_import_with_a_deprecation_warning():
+    """``selection.Candidate`` (now ``Ballot``) works for one more release, and says so; a plain
+    dataclass strategy config gets the StrategyConfig hooks' defaults."""
+    import dataclasses
+
+    from prmsearch.search import selection
+    from prmsearch.search.protocol import StrategyConfig, StrategySpec
+
+    with pytest.warns(DeprecationWarning, match="now Ballot"):
+        assert selection.Candidate is selection.Ballot
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        n: int = 2
+
+    spec = StrategySpec("plain", Plain, lambda tree, cfg, rng: iter(()), "a plain config")
+    bound = spec.configure(n=3)
+    assert isinstance(bound.config, StrategyConfig) and bound.config.n == 3
+    assert bound.needs_scores and not bound.needs_logprobs and spec.budget_options(5) == {"n": 5}
