@@ -279,3 +279,17 @@ def test_solve_phases_times_each_phase_of_a_search(tmp_path):
     assert {"imports", "load one by one", "search", "close", "total"} <= set(figures)
     assert figures["total"] >= figures["search"] > 0
     assert len(figures["answers"]) == 2 and figures["generated_tokens"] > 0
+
+
+def test_compare_bench_rows_ignores_wall_time_and_names_what_differs(tmp_path):
+    row = {"qid": "q1", "strategy": "beam", "budget": 4, "seed": 0, "answer": "7",
+           "ledger": {"flops": 10, "wall_s": 1.5}}
+    before, same, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    before.write_text(json.dumps(row) + "\n")
+    same.write_text(json.dumps({**row, "ledger": {"flops": 10, "wall_s": 9.0}}) + "\n")
+    other.write_text(json.dumps({**row, "answer": "8"}) + "\n")
+    script = [sys.executable, str(ROOT / "scripts" / "compare_bench_rows.py")]
+    ok = subprocess.run([*script, str(before), str(same)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "1 rows against 1; 0 differ" in ok.stdout
+    bad = subprocess.run([*script, str(before), str(other)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "answer differ" in bad.stdout
