@@ -276,3 +276,15 @@ def test_backend_time_is_counted_once_when_the_backends_overlap():
     lock = Searcher(*synthetic_backends(3), "beam", n=4, width=2)
     lock.run(QUESTIONS)
     assert lock.last_stats.backend_s == lock.last_stats.policy_s + lock.last_stats.scorer_s
+
+
+def test_a_parallel_policy_with_overlap_groups_searches_every_problem():
+    """Overlap groups take turns only with a batching policy; a parallel one takes every problem
+    at once, and none is left out."""
+    policy, scorer = synthetic_backends(depth=4)
+    lock = Searcher(policy, scorer, "beam", n=8, schedule="rounds").run(QUESTIONS)
+    parallel = ParallelPolicy(synthetic_script(4), _delay)
+    results = Searcher(parallel, ScriptedScorer(synthetic_scores), "beam", n=8, overlap=3).run(QUESTIONS)
+    assert len(results) == len(QUESTIONS)
+    for a, b in zip(lock, results):
+        _same(a, b)

@@ -115,6 +115,8 @@ class BackendCalls:
     def __init__(self, policy: Policy, scorer: Scorer) -> None:
         self.policy = policy
         self.scorer = scorer
+        self.policy_hooks = policy_hooks(policy)  # read once: the driver and the flow ask often
+        self.scorer_hooks = scorer_hooks(scorer)
 
     @property
     def shared(self) -> bool:
@@ -126,15 +128,14 @@ class BackendCalls:
     def parallel(self) -> bool:
         """Whether the policy takes concurrent calls (``parallel_calls``), so that each problem's
         requests can be their own call; never when one object is policy and scorer."""
-        return policy_hooks(self.policy).parallel_calls and not self.shared
+        return self.policy_hooks.parallel_calls and not self.shared
 
     @property
     def share_host_cpu(self) -> bool:
         """Whether the policy and the scorer both run their model on this machine's CPU (each
         says so with a true ``computes_on_host_cpu``): working at once, they only slow each
         other down (measured in docs/performance.md, "Two real engines on two cores")."""
-        on_cpu = policy_hooks(self.policy).computes_on_host_cpu
-        return on_cpu and scorer_hooks(self.scorer).computes_on_host_cpu
+        return self.policy_hooks.computes_on_host_cpu and self.scorer_hooks.computes_on_host_cpu
 
     def generate(self, batch: Sequence[tuple[Job, object, list[Any]]]) -> dict[int, list[Any]]:
         """One batched policy call for ``(job, expand, requests)`` triples."""

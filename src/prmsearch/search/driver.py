@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from prmsearch.answers import AnswerMatcher, extract_answer, extract_boxed_answer
-from prmsearch.backend_hooks import scorer_hooks
 from prmsearch.costs import backend_cost
 from prmsearch.policies.base import Finish, Generation, GenerationRequest, Policy, StepOutput
 from prmsearch.scorers.base import Scorer, ScoreRequest, StepScores, check_scores
@@ -90,7 +89,7 @@ class Driver:
         self.scorer_cost = backend_cost(scorer)
         sampling = self.config.sampling
         self.solution_sampling = replace(sampling, max_new_tokens=self.config.solution_max_tokens)
-        self.scorer_reads_logprobs = scorer_hooks(scorer).reads_policy_logprobs
+        self.scorer_reads_logprobs = self.calls.scorer_hooks.reads_policy_logprobs
         self.always_logprobs = self.config.policy_logprobs == "always" or self.scorer_reads_logprobs
 
     def run(

@@ -90,9 +90,10 @@ def run_flow(
     """
     events = events if events is not None else queue.SimpleQueue()
     parallel = steps.calls.parallel
+    groups = 1 if parallel else groups  # a parallel policy takes every problem at once
     with backend_pools(PARALLEL_CALLS if parallel else 1) as pools:
-        flow = Flow(steps, finish, events, pools, max_batch, accepting)
-        flow.parked = [jobs[g::groups] for g in range(1 if parallel else groups)] if jobs else []
+        parked = [jobs[g::groups] for g in range(groups)] if jobs else []
+        flow = Flow(steps, finish, events, pools, max_batch, accepting, parked)
         try:
             flow.run()
         finally:
@@ -105,7 +106,7 @@ class Flow:
 
     def __init__(self, steps: RoundSteps, finish: Callable[[Job], None], events: queue.SimpleQueue[Event],
                  pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor], max_batch: int | None,
-                 accepting: bool) -> None:
+                 accepting: bool, parked: list[list[Job]]) -> None:
         calls = steps.calls
         self.steps, self.finish, self.events, self.accepting = steps, finish, events, accepting
         self.shared = calls.shared  # one object is policy and scorer: its calls take turns
@@ -122,7 +123,7 @@ class Flow:
                                          merge=merge_generations)
             self.scoring = SharedLane("scored", calls.score, events, score_pool, False, max_batch,
                                       pieces=lambda requests, _: list(enumerate(requests)), units=lambda _: 1)
-        self.parked: list[list[Job]] = []
+        self.parked = parked  # groups of jobs waiting to start, the next when the policy is free
         self.busy_since: float | None = None  # when a backend call started running while none was
 
     def run(self) -> None:
